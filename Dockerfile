@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+#
+# Gatehouse container image.
+#
+#   docker build -t gatehouse .
+#   docker run -p 8080:8080 -p 8081:8081 -v gatehouse-data:/data gatehouse
+#
+# Node 24 runs the TypeScript sources directly (type stripping), so there is no build
+# step: the first stage only installs production dependencies, the second copies them
+# next to the sources and runs as the unprivileged `node` user.
+# Written without a Docker engine at hand (it has not been built here); keep it simple.
+
+ARG NODE_IMAGE=node:24-slim
+
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --omit=dev leaves out the pinned `node` devDependency (and its binary download), vitest,
+# typescript, testcontainers... No production dependency needs an install script
+# (@node-rs/argon2 ships prebuilt binaries as optional packages), so scripts stay off.
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && npm cache clean --force
+
+FROM ${NODE_IMAGE}
+# PORT (8080) and OPS_PORT (8081) keep their defaults; DATA_DIR moves to the volume.
+ENV NODE_ENV=production \
+    DATA_DIR=/data
+WORKDIR /app
+# Application files stay owned by root, read-only to the `node` user that runs them.
+COPY --from=deps /app/node_modules ./node_modules
+# .dockerignore is an allowlist: package.json, src/, config/, bin/ and examples/ only.
+COPY . .
+RUN mkdir -p /data && chown node:node /data
+VOLUME ["/data"]
+USER node
+EXPOSE 8080 8081
+# Slim images have no curl: ask Node's fetch. /healthz is served on OPS_PORT only.
+HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.OPS_PORT || 8081) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# SIGTERM goes straight to Node (exec form, PID 1), which drains within 10 s.
+STOPSIGNAL SIGTERM
+CMD ["node", "src/main.ts"]

@@ -1,0 +1,67 @@
+import { randomUUID } from 'node:crypto';
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { GatewayError } from '../http/errors.ts';
+import type { AdminPrincipal } from '../policy/principal.ts';
+
+export const TOKEN_ISSUER = 'gatehouse';
+export const TOKEN_AUDIENCE = 'gatehouse-admin';
+const ALGORITHM = 'HS256';
+
+export interface IssuedSession {
+  token: string;
+  expiresAt: Date;
+  expiresIn: number;
+}
+
+/** Admin session tokens: HS256 JWTs with `iss`, `aud`, `sub`, `jti`, `iat` and `exp`. */
+export class SessionTokens {
+  readonly #secret: Uint8Array;
+  readonly #ttlSeconds: number;
+  readonly #now: () => Date;
+
+  constructor(options: { secret: Uint8Array; ttlSeconds: number; now: () => Date }) {
+    this.#secret = options.secret;
+    this.#ttlSeconds = options.ttlSeconds;
+    this.#now = options.now;
+  }
+
+  async issue(adminId: number): Promise<IssuedSession> {
+    const issuedAt = Math.floor(this.#now().getTime() / 1000);
+    const exp = issuedAt + this.#ttlSeconds;
+    const token = await new SignJWT({})
+      .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
+      .setIssuer(TOKEN_ISSUER)
+      .setAudience(TOKEN_AUDIENCE)
+      .setSubject(String(adminId))
+      .setJti(randomUUID())
+      .setIssuedAt(issuedAt)
+      .setExpirationTime(exp)
+      .sign(this.#secret);
+    return { token, expiresAt: new Date(exp * 1000), expiresIn: this.#ttlSeconds };
+  }
+
+  /** Verifies with the algorithm pinned and `exp`, `iss`, `aud` enforced; throws a 401 GatewayError. */
+  async verify(token: string): Promise<AdminPrincipal & { expiresAt: Date }> {
+    try {
+      const { payload } = await jwtVerify(token, this.#secret, {
+        algorithms: [ALGORITHM],
+        issuer: TOKEN_ISSUER,
+        audience: TOKEN_AUDIENCE,
+        requiredClaims: ['sub', 'exp', 'jti'],
+        currentDate: this.#now(),
+        clockTolerance: 0,
+      });
+      const adminId = Number(payload.sub);
+      if (!Number.isSafeInteger(adminId) || adminId <= 0 || String(adminId) !== payload.sub) {
+        throw new GatewayError('invalid_credential', 'Invalid admin token');
+      }
+      return { kind: 'admin', adminId, expiresAt: new Date(payload.exp! * 1000) };
+    } catch (error) {
+      if (error instanceof GatewayError) throw error;
+      if (error instanceof joseErrors.JWTExpired) {
+        throw new GatewayError('expired_credential', 'Admin token has expired; log in again');
+      }
+      throw new GatewayError('invalid_credential', 'Invalid admin token');
+    }
+  }
+}

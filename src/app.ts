@@ -1,0 +1,84 @@
+import { randomBytes } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { LoginService, LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS } from './admin/login.ts';
+import { SessionTokens } from './admin/sessions.ts';
+import type { Config } from './config/load.ts';
+import { Argon2Hasher } from './crypto/argon2.ts';
+import { registerApiKeyRoutes } from './http/api-key-routes.ts';
+import { registerAuthRoutes } from './http/auth-routes.ts';
+import { errorHandler } from './http/error-handler.ts';
+import { GatewayError } from './http/errors.ts';
+import { KeyService, type KeyStateListener } from './keys/key-service.ts';
+import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
+import type { Store } from './store/store.ts';
+
+export interface Deps {
+  store: Store;
+  /** The clock; tests freeze it. */
+  now?: () => Date;
+  /** Fastify logger options or instance; defaults to pino JSON at `LOG_LEVEL`. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+export interface Gateway {
+  app: FastifyInstance;
+  hasher: Argon2Hasher;
+  sessions: SessionTokens;
+  keys: KeyService;
+}
+
+/** Builds the public fastify instance from its parts; `main.ts` listens. No module-level state. */
+export async function build(config: Config, deps: Deps): Promise<Gateway> {
+  const { env } = config;
+  const now = deps.now ?? (() => new Date());
+  const app = Fastify({
+    logger: deps.logger ?? {
+      level: env.LOG_LEVEL,
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
+    },
+    disableRequestLogging: true,
+    bodyLimit: env.BODY_LIMIT,
+    requestIdHeader: 'x-request-id',
+    return503OnClosing: true,
+  });
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler(() => {
+    throw new GatewayError('not_found', 'No such endpoint');
+  });
+  app.removeContentTypeParser('text/plain');
+
+  const hasher = new Argon2Hasher({
+    memoryKiB: env.ARGON2_MEMORY_KIB,
+    timeCost: env.ARGON2_TIME_COST,
+    parallelism: env.ARGON2_PARALLELISM,
+    concurrency: env.ARGON2_CONCURRENCY,
+  });
+  const secret = env.JWT_SECRET ?? (await deps.store.getOrCreateSetting('jwt_secret', randomBytes(32).toString('base64url')));
+  const sessions = new SessionTokens({ secret: new TextEncoder().encode(secret), ttlSeconds: env.ADMIN_SESSION_TTL, now });
+  const login = new LoginService({
+    store: deps.store,
+    hasher,
+    sessions,
+    limiter: new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
+  });
+  const listener: KeyStateListener = { keyChanged: async () => {} };
+  const keys = new KeyService({ store: deps.store, hasher, licenceLimit: config.licence.apiKeys, listener, now });
+
+  registerAuthRoutes(app, login, {
+    loginSucceeded: (adminId, address) => app.log.info({ event: 'login_succeeded', adminId, address }, 'admin logged in'),
+    loginFailed: (adminId, address) => app.log.warn({ event: 'login_failed', adminId, address }, 'admin login failed'),
+  });
+  registerApiKeyRoutes(app, {
+    keys,
+    sessions,
+    knownScopes: config.knownScopes,
+    now,
+    events: {
+      keyCreated: (admin, keyId, address) =>
+        app.log.info({ event: 'key_created', adminId: admin.adminId, keyId, address }, 'API key created'),
+      keyRevoked: (admin, keyId, address) =>
+        app.log.info({ event: 'key_revoked', adminId: admin.adminId, keyId, address }, 'API key revoked'),
+    },
+  });
+  return { app, hasher, sessions, keys };
+}

@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import { parseDurationMs, parseDurationSeconds } from './duration.ts';
+
+/** Licensed features a deployment may enable (spec §5.6). */
+export const LICENSED_FEATURES = ['events', 'recall', 'custom_tools', 'orchestrate'] as const;
+export type LicensedFeature = (typeof LICENSED_FEATURES)[number];
+
+export const DEFAULTS = {
+  PORT: 8080,
+  HOST: '0.0.0.0',
+  OPS_PORT: 8081,
+  UPSTREAM_URL: 'http://127.0.0.1:3000',
+  DATA_DIR: './data',
+  CONFIG_DIR: './config',
+  ADMIN_SESSION_TTL: '8h',
+  MCP_PATH: '/mcp',
+  LOG_LEVEL: 'info',
+  UPSTREAM_TIMEOUT: '30s',
+  KEY_CACHE_SIZE: 100_000,
+  KEY_CACHE_TTL: '5m',
+  BODY_LIMIT: 1_048_576,
+  ARGON2_MEMORY_KIB: 19_456,
+  ARGON2_TIME_COST: 2,
+  ARGON2_PARALLELISM: 1,
+  ARGON2_CONCURRENCY: 2,
+} as const;
+
+const port = z.coerce.number().int().min(0).max(65_535);
+const positiveInt = z.coerce.number().int().positive();
+const path = z.string().regex(/^\/[A-Za-z0-9._~\-/]*$/, 'must be an absolute path of plain characters');
+const url = (protocols: string[]) =>
+  z.string().refine((value) => {
+    try {
+      return protocols.includes(new URL(value).protocol);
+    } catch {
+      return false;
+    }
+  }, `must be a ${protocols.map((p) => p.replace(':', '://')).join(' or ')} URL`);
+const duration = (fn: (text: string) => number | undefined) =>
+  z.string().transform((text, ctx) => {
+    const value = fn(text);
+    if (value === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'must be seconds or a duration such as 8h, 30m, 45s' });
+      return z.NEVER;
+    }
+    return value;
+  });
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((value) => value === 'true' || value === '1' || value === 'yes');
+const featureList = z.string().transform((text, ctx) => {
+  const entries = text.split(',').map((entry) => entry.trim()).filter(Boolean);
+  for (const entry of entries) {
+    if (!(LICENSED_FEATURES as readonly string[]).includes(entry)) {
+      ctx.addIssue({ code: 'custom', message: `unknown feature "${entry}" (known: ${LICENSED_FEATURES.join(', ')})` });
+      return z.NEVER;
+    }
+  }
+  return [...new Set(entries)] as LicensedFeature[];
+});
+const optional = <T extends z.ZodType>(schema: T) => schema.optional();
+
+/** Every environment variable Gatehouse reads, with its default; see interface.md. An empty value counts as unset. */
+export const envSchema = z.object({
+  PORT: port.default(DEFAULTS.PORT),
+  HOST: z.string().min(1).default(DEFAULTS.HOST),
+  OPS_PORT: port.default(DEFAULTS.OPS_PORT),
+  UPSTREAM_URL: url(['http:', 'https:']).default(DEFAULTS.UPSTREAM_URL),
+  UPSTREAM_TIMEOUT: duration(parseDurationMs).prefault(DEFAULTS.UPSTREAM_TIMEOUT),
+  DATABASE_URL: optional(url(['postgres:', 'postgresql:'])),
+  DATA_DIR: z.string().min(1).default(DEFAULTS.DATA_DIR),
+  CONFIG_DIR: z.string().min(1).default(DEFAULTS.CONFIG_DIR),
+  REDIS_URL: optional(url(['redis:', 'rediss:'])),
+  ADMIN_EMAIL: optional(z.string().email('must be an email address')),
+  ADMIN_PASSWORD: optional(z.string().min(8, 'must be at least 8 characters')),
+  ADMIN_SESSION_TTL: duration(parseDurationSeconds).prefault(DEFAULTS.ADMIN_SESSION_TTL),
+  JWT_SECRET: optional(z.string().min(32, 'must be at least 32 characters')),
+  LICENSE_API_KEYS: optional(z.coerce.number().int().min(0)),
+  LICENSE_FEATURES: featureList.prefault(''),
+  MCP_PATH: path.default(DEFAULTS.MCP_PATH),
+  MCP_SSE_PATH: optional(path),
+  MCP_MESSAGES_PATH: optional(path),
+  FORWARD_AUTHORIZATION: bool.default(false),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default(DEFAULTS.LOG_LEVEL),
+  BODY_LIMIT: positiveInt.default(DEFAULTS.BODY_LIMIT),
+  KEY_CACHE_SIZE: positiveInt.default(DEFAULTS.KEY_CACHE_SIZE),
+  KEY_CACHE_TTL: duration(parseDurationMs).prefault(DEFAULTS.KEY_CACHE_TTL),
+  ARGON2_MEMORY_KIB: positiveInt.default(DEFAULTS.ARGON2_MEMORY_KIB),
+  ARGON2_TIME_COST: positiveInt.default(DEFAULTS.ARGON2_TIME_COST),
+  ARGON2_PARALLELISM: positiveInt.default(DEFAULTS.ARGON2_PARALLELISM),
+  ARGON2_CONCURRENCY: positiveInt.default(DEFAULTS.ARGON2_CONCURRENCY),
+});
+
+export type Env = z.output<typeof envSchema>;
+/** Variables whose values are secrets: never logged, masked when printed. */
+export const SECRET_VARIABLES = ['ADMIN_PASSWORD', 'JWT_SECRET', 'DATABASE_URL', 'REDIS_URL'] as const;

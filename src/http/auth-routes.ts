@@ -1,0 +1,49 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { LoginService } from '../admin/login.ts';
+import { GatewayError } from './errors.ts';
+import { methodNotAllowed } from './method-not-allowed.ts';
+
+export const LOGIN_PATH = '/api/v1/auth/login';
+
+export const loginBodySchema = z.strictObject({
+  email: z.string().min(1).max(320),
+  password: z.string().min(1).max(1024),
+});
+
+export const loginResponseSchema = z.object({
+  token: z.string(),
+  token_type: z.literal('Bearer'),
+  expires_at: z.iso.datetime(),
+  expires_in: z.number().int(),
+});
+
+export interface LoginEvents {
+  loginSucceeded(adminId: number, clientAddress: string): void;
+  loginFailed(adminId: number | null, clientAddress: string): void;
+}
+
+export function registerAuthRoutes(app: FastifyInstance, login: LoginService, events: LoginEvents): void {
+  app.post(LOGIN_PATH, async (request, reply) => {
+    const body = loginBodySchema.safeParse(request.body);
+    if (!body.success) {
+      throw new GatewayError('validation_failed', 'Send {"email": "…", "password": "…"}', {
+        errors: body.error.issues.map((issue) => ({ field: issue.path.join('.') || 'body', message: issue.message })),
+      });
+    }
+    const outcome = await login.login(body.data.email, body.data.password, request.ip);
+    if (!outcome.ok) {
+      events.loginFailed(outcome.adminId, request.ip);
+      throw new GatewayError('invalid_credential', 'Invalid email or password');
+    }
+    events.loginSucceeded(outcome.adminId, request.ip);
+    const { session } = outcome;
+    return reply.header('cache-control', 'no-store').send({
+      token: session.token,
+      token_type: 'Bearer',
+      expires_at: session.expiresAt.toISOString(),
+      expires_in: session.expiresIn,
+    });
+  });
+  methodNotAllowed(app, LOGIN_PATH, ['POST']);
+}

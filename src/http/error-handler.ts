@@ -1,0 +1,39 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { GatewayError, problemFor, type ErrorCode } from './errors.ts';
+
+/** Fastify's own client-error codes, mapped to ours so that no client mistake becomes a 500. */
+const FASTIFY_CODES: Record<string, { code: ErrorCode; detail: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', detail: 'Send the body as application/json' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'bad_request', detail: 'Content-Length does not match the body' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'payload_too_large', detail: 'The request body is too large' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'bad_request', detail: 'The JSON body is empty' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'bad_request', detail: 'The body is not valid JSON' },
+  FST_ERR_CTP_INVALID_TYPE: { code: 'unsupported_media_type', detail: 'Unsupported Content-Type' },
+};
+
+/** Turns any error into a response: GatewayError by its code, fastify's client errors by table, the rest 500. */
+export function toGatewayError(error: FastifyError | Error): GatewayError {
+  if (error instanceof GatewayError) return error;
+  const fastifyError = error as FastifyError;
+  const known = fastifyError.code ? FASTIFY_CODES[fastifyError.code] : undefined;
+  if (known) return new GatewayError(known.code, known.detail, { cause: error });
+  const status = fastifyError.statusCode ?? 500;
+  if (error instanceof SyntaxError || (status >= 400 && status < 500)) {
+    if (status === 413) return new GatewayError('payload_too_large', 'The request body is too large', { cause: error });
+    if (status === 415) return new GatewayError('unsupported_media_type', 'Unsupported Content-Type', { cause: error });
+    return new GatewayError('bad_request', 'The request could not be read', { cause: error });
+  }
+  return new GatewayError('internal_error', 'Internal error', { cause: error });
+}
+
+export function sendProblem(reply: FastifyReply, error: GatewayError, request: FastifyRequest): FastifyReply {
+  const problem = problemFor(error, request.id);
+  return reply.code(problem.status).headers(problem.headers).send(problem.body);
+}
+
+export function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const gatewayError = toGatewayError(error);
+  if (gatewayError.status >= 500) request.log.error({ err: error }, 'request failed');
+  else request.log.info({ code: gatewayError.code, status: gatewayError.status }, 'request refused');
+  return sendProblem(reply, gatewayError, request);
+}

@@ -1,0 +1,72 @@
+import { LRUCache } from 'lru-cache';
+
+/**
+ * Counts failures per subject (an email, a client address, a key prefix) in a fixed window
+ * that opens at the first failure. Past `limit` failures the subject is blocked until the
+ * window closes. An interface, so that replicas can share the counts through Redis.
+ */
+export interface FailureLimiter {
+  /** Seconds until the subject may try again, or 0 when it is not blocked. */
+  blockedFor(subject: string): Promise<number>;
+  recordFailure(subject: string): Promise<void>;
+  reset(subject: string): Promise<void>;
+}
+
+export interface FailureLimiterOptions {
+  limit: number;
+  windowMs: number;
+  /** Subjects tracked at most; the least recently touched are forgotten first. */
+  maxSubjects?: number;
+  now?: () => number;
+}
+
+interface Window {
+  failures: number;
+  closesAt: number;
+}
+
+export class MemoryFailureLimiter implements FailureLimiter {
+  readonly #limit: number;
+  readonly #windowMs: number;
+  readonly #now: () => number;
+  readonly #windows: LRUCache<string, Window>;
+
+  constructor(options: FailureLimiterOptions) {
+    this.#limit = options.limit;
+    this.#windowMs = options.windowMs;
+    this.#now = options.now ?? Date.now;
+    this.#windows = new LRUCache({ max: options.maxSubjects ?? 100_000 });
+  }
+
+  blockedFor(subject: string): Promise<number> {
+    return Promise.resolve(this.blockedForSync(subject));
+  }
+
+  /** Synchronous form, for the request path where no shared tier is configured. */
+  blockedForSync(subject: string): number {
+    const window = this.#current(subject);
+    if (!window || window.failures < this.#limit) return 0;
+    return Math.ceil((window.closesAt - this.#now()) / 1000);
+  }
+
+  recordFailure(subject: string): Promise<void> {
+    const window = this.#current(subject);
+    if (window) window.failures++;
+    else this.#windows.set(subject, { failures: 1, closesAt: this.#now() + this.#windowMs });
+    return Promise.resolve();
+  }
+
+  reset(subject: string): Promise<void> {
+    this.#windows.delete(subject);
+    return Promise.resolve();
+  }
+
+  #current(subject: string): Window | undefined {
+    const window = this.#windows.get(subject);
+    if (window && window.closesAt <= this.#now()) {
+      this.#windows.delete(subject);
+      return undefined;
+    }
+    return window;
+  }
+}

@@ -1,0 +1,67 @@
+import { build } from './app.ts';
+import { ensureAdmin } from './admin/bootstrap.ts';
+import { ConfigError, loadConfig } from './config/load.ts';
+import { buildOpsServer, type OpsState } from './ops/ops-server.ts';
+import { openStore } from './store/open.ts';
+import type { Store } from './store/store.ts';
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/** The process: configuration, store, listeners, signals. Everything else is built by `build()`. */
+export async function serve(environment: Record<string, string | undefined> = process.env): Promise<void> {
+  const config = loadConfig(environment);
+  const { env } = config;
+  let store: Store;
+  try {
+    store = await openStore({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR });
+  } catch (error) {
+    throw new ConfigError(`${env.DATABASE_URL ? 'DATABASE_URL' : 'DATA_DIR'}: cannot open the store: ${(error as Error).message}`);
+  }
+  const gateway = await build(config, { store });
+  const { app } = gateway;
+  await ensureAdmin(store, gateway.hasher, { email: env.ADMIN_EMAIL, password: env.ADMIN_PASSWORD }, {
+    info: (message) => app.log.info(message),
+    warn: (message) => app.log.warn(message),
+    announce: (lines) => process.stdout.write(lines.join('\n') + '\n'),
+  });
+
+  const state: OpsState = { draining: false };
+  const ops = buildOpsServer({ store, state });
+  await listenOrExplain(() => app.listen({ port: env.PORT, host: env.HOST }), 'PORT', env.PORT);
+  await listenOrExplain(() => ops.listen({ port: env.OPS_PORT, host: env.HOST }), 'OPS_PORT', env.OPS_PORT);
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    state.draining = true;
+    app.log.info({ signal }, 'shutting down');
+    const timer = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
+    timer.unref();
+    await app.close();
+    await ops.close();
+    await store.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+async function listenOrExplain(listen: () => Promise<unknown>, variable: string, port: number): Promise<void> {
+  try {
+    await listen();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new ConfigError(`${variable}: port ${port} is already in use`);
+    if (code === 'EACCES') throw new ConfigError(`${variable}: not allowed to listen on port ${port}`);
+    throw error;
+  }
+}
+
+if (import.meta.main) {
+  serve().catch((error: unknown) => {
+    const message = error instanceof ConfigError ? error.message : `startup failed: ${(error as Error).message}`;
+    process.stderr.write(`gatehouse: ${message}\n`);
+    process.exit(1);
+  });
+}

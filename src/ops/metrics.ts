@@ -1,0 +1,335 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ERROR_CODES } from '../http/errors.ts';
+import type { ErrorCode } from '../http/errors.ts';
+import { VERSION } from '../version.ts';
+
+/*
+ * Gatehouse metrics, served on OPS_PORT `/metrics` (interface.md). Base units, `gatehouse_`
+ * prefix, and a fixed, small label set (style.md §8): every label value comes from a closed
+ * set (outcomes, error codes, route-table names, tiers), and anything else is folded into
+ * `other` here, so no key id, email or raw path can ever become a series.
+ *
+ * | name                                              | type      | labels                                  |
+ * | ------------------------------------------------- | --------- | --------------------------------------- |
+ * | gatehouse_decisions_total                         | counter   | outcome, reason, credential, route      |
+ * | gatehouse_decision_duration_seconds               | histogram | outcome, credential, route              |
+ * | gatehouse_upstream_duration_seconds               | histogram | route, status_class                     |
+ * | gatehouse_cache_lookups_total                     | counter   | tier, result                            |
+ * | gatehouse_argon2_verifications_total              | counter   | result                                  |
+ * | gatehouse_throttled_total                         | counter   | kind                                    |
+ * | gatehouse_revocation_barrier_duration_seconds     | histogram | (none)                                  |
+ * | gatehouse_revocation_barrier_missed_replicas_total| counter   | (none)                                  |
+ * | gatehouse_api_keys                                | gauge     | status                                  |
+ * | gatehouse_logins_total                            | counter   | result                                  |
+ * | gatehouse_fail_open_decisions_total               | counter   | (none); always 0, an alert fires if not |
+ * | gatehouse_dependency_up                           | gauge     | dependency (store, redis)               |
+ * | gatehouse_build_info                              | gauge     | version                                 |
+ * | gatehouse_process_*, gatehouse_nodejs_*           | various   | prom-client defaults, incl. event-loop lag |
+ * |   (gatehouse_nodejs_eventloop_lag_seconds, …_p99_seconds; minus the three `_total` gauges) |
+ *
+ * Label values: outcome allow|deny; reason = an ERROR_CODES key or `allowed`; credential
+ * api_key|admin|none; route = a route-table name, one of GATEWAY_ROUTES, or `other`;
+ * status_class 1xx..5xx|error|timeout; tier identity|state|redis; result per metric.
+ */
+
+export const METRIC_PREFIX = 'gatehouse_';
+/** The label value that stands for anything outside a label's fixed set. */
+export const OTHER = 'other';
+/** Routes served by the gateway itself (not in the route table), always accepted as `route` values. */
+export const GATEWAY_ROUTES = ['login', 'api_keys'] as const;
+
+export type DecisionOutcome = 'allow' | 'deny';
+export type DecisionReason = ErrorCode | 'allowed';
+export type CredentialKind = 'api_key' | 'admin' | 'none';
+export type CacheTier = 'identity' | 'state' | 'redis';
+export type CacheResult = 'hit' | 'miss';
+export type Argon2Result = 'match' | 'mismatch';
+export type ThrottleKind = 'login' | 'key_prefix';
+export type LoginResult = 'success' | 'failure' | 'throttled';
+export type Dependency = 'store' | 'redis';
+/** An HTTP status from the upstream, or how the exchange failed without one. */
+export type UpstreamStatus = number | 'error' | 'timeout';
+
+export interface KeyCounts {
+  active: number;
+  expired: number;
+  revoked: number;
+}
+
+export interface MetricsOptions {
+  /** Route-table names (the `route` label); any other name is recorded as `other`. */
+  routes?: readonly string[];
+  /** Process and Node.js runtime metrics (default true); tests building many instances may turn them off. */
+  processMetrics?: boolean;
+}
+
+/** Decision latency: a cached decision is tens of µs; an argon2id verify on a cold key is tens of ms. */
+export const DECISION_BUCKETS = [
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+];
+/** Upstream latency, up to the 30 s default UPSTREAM_TIMEOUT. */
+export const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Revocation barrier: one Redis round trip to every replica, bounded by a few seconds. */
+export const BARRIER_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+const OUTCOMES: ReadonlySet<string> = new Set<DecisionOutcome>(['allow', 'deny']);
+const REASONS: ReadonlySet<string> = new Set<string>([...Object.keys(ERROR_CODES), 'allowed']);
+const CREDENTIALS: ReadonlySet<string> = new Set<CredentialKind>(['api_key', 'admin', 'none']);
+const TIERS: ReadonlySet<string> = new Set<CacheTier>(['identity', 'state', 'redis']);
+const CACHE_RESULTS: ReadonlySet<string> = new Set<CacheResult>(['hit', 'miss']);
+const ARGON2_RESULTS: ReadonlySet<string> = new Set<Argon2Result>(['match', 'mismatch']);
+const THROTTLE_KINDS: ReadonlySet<string> = new Set<ThrottleKind>(['login', 'key_prefix']);
+const LOGIN_RESULTS: ReadonlySet<string> = new Set<LoginResult>(['success', 'failure', 'throttled']);
+const DEPENDENCIES: ReadonlySet<string> = new Set<Dependency>(['store', 'redis']);
+const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
+const UNCONVENTIONAL_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+const ROUTE_NAME = /^[a-z][a-z0-9_]*$/;
+
+interface Inc {
+  inc(value?: number): void;
+}
+interface Observe {
+  observe(value: number): void;
+}
+
+/**
+ * The gateway's metrics on a registry of its own (never prom-client's global one: several
+ * gateways may live in one test process). The recording methods take values from fixed sets,
+ * fold anything else into `other`, and reuse the label child for each tuple, so the request
+ * path builds no label objects.
+ */
+export class Metrics {
+  readonly registry: Registry;
+
+  readonly #routes: ReadonlySet<string>;
+  readonly #decisions: Counter<'outcome' | 'reason' | 'credential' | 'route'>;
+  readonly #decisionDuration: Histogram<'outcome' | 'credential' | 'route'>;
+  readonly #upstreamDuration: Histogram<'route' | 'status_class'>;
+  readonly #cacheLookups: Counter<'tier' | 'result'>;
+  readonly #argon2: Counter<'result'>;
+  readonly #throttled: Counter<'kind'>;
+  readonly #barrierDuration: Histogram;
+  readonly #barrierMissed: Counter;
+  readonly #apiKeys: Gauge<'status'>;
+  readonly #logins: Counter<'result'>;
+  readonly #failOpen: Counter;
+  readonly #dependencyUp: Gauge<'dependency'>;
+  #keyCounter: (() => KeyCounts | Promise<KeyCounts>) | undefined;
+
+  readonly #decisionChildren = new Map<string, { count: Inc; duration: Observe }>();
+  readonly #upstreamChildren = new Map<string, Observe>();
+  readonly #cacheChildren = new Map<string, Inc>();
+  readonly #argon2Children = new Map<string, Inc>();
+  readonly #throttledChildren = new Map<string, Inc>();
+  readonly #loginChildren = new Map<string, Inc>();
+
+  constructor(options: MetricsOptions = {}) {
+    const register = new Registry();
+    this.registry = register;
+    this.#routes = new Set([...(options.routes ?? []), ...GATEWAY_ROUTES].filter((name) => ROUTE_NAME.test(name)));
+    if (options.processMetrics ?? true) {
+      collectDefaultMetrics({ register, prefix: METRIC_PREFIX });
+      // Gauges named `_total` break the exposition conventions (`promtool check metrics`);
+      // the per-type gauges beside them carry the same numbers (sum them).
+      for (const name of UNCONVENTIONAL_DEFAULTS) register.removeSingleMetric(METRIC_PREFIX + name);
+    }
+
+    const registers = [register];
+    this.#decisions = new Counter({
+      name: 'gatehouse_decisions_total',
+      help: 'Authorization decisions by outcome, reason (the stable error code, or allowed), credential and route.',
+      labelNames: ['outcome', 'reason', 'credential', 'route'],
+      registers,
+    });
+    this.#decisionDuration = new Histogram({
+      name: 'gatehouse_decision_duration_seconds',
+      help: 'Time to reach an authorization decision, from request to allow or deny.',
+      labelNames: ['outcome', 'credential', 'route'],
+      buckets: DECISION_BUCKETS,
+      registers,
+    });
+    this.#upstreamDuration = new Histogram({
+      name: 'gatehouse_upstream_duration_seconds',
+      help: 'Upstream response time by route and status class (error: no response, timeout: UPSTREAM_TIMEOUT).',
+      labelNames: ['route', 'status_class'],
+      buckets: UPSTREAM_BUCKETS,
+      registers,
+    });
+    this.#cacheLookups = new Counter({
+      name: 'gatehouse_cache_lookups_total',
+      help: 'Key cache lookups by tier and result.',
+      labelNames: ['tier', 'result'],
+      registers,
+    });
+    this.#argon2 = new Counter({
+      name: 'gatehouse_argon2_verifications_total',
+      help: 'argon2id hash verifications by result.',
+      labelNames: ['result'],
+      registers,
+    });
+    this.#throttled = new Counter({
+      name: 'gatehouse_throttled_total',
+      help: 'Attempts refused by a failure limiter, by kind.',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.#barrierDuration = new Histogram({
+      name: 'gatehouse_revocation_barrier_duration_seconds',
+      help: 'Time for a revocation to be acknowledged by every replica.',
+      buckets: BARRIER_BUCKETS,
+      registers,
+    });
+    this.#barrierMissed = new Counter({
+      name: 'gatehouse_revocation_barrier_missed_replicas_total',
+      help: 'Replicas that did not acknowledge a revocation barrier in time.',
+      registers,
+    });
+    this.#apiKeys = new Gauge({
+      name: 'gatehouse_api_keys',
+      help: 'Stored API keys by status.',
+      labelNames: ['status'],
+      registers,
+      collect: () => this.#collectKeyCounts(),
+    });
+    this.#logins = new Counter({
+      name: 'gatehouse_logins_total',
+      help: 'Admin logins by result.',
+      labelNames: ['result'],
+      registers,
+    });
+    this.#failOpen = new Counter({
+      name: 'gatehouse_fail_open_decisions_total',
+      help: 'Requests let through without a decision. Gatehouse fails closed: this stays 0.',
+      registers,
+    });
+    this.#dependencyUp = new Gauge({
+      name: 'gatehouse_dependency_up',
+      help: 'Whether a dependency (store, redis) answers: 1 up, 0 down.',
+      labelNames: ['dependency'],
+      registers,
+    });
+    new Gauge({
+      name: 'gatehouse_build_info',
+      help: 'Gatehouse version; always 1.',
+      labelNames: ['version'],
+      registers,
+    }).set({ version: VERSION }, 1);
+  }
+
+  /** One authorization decision and how long it took. */
+  decision(outcome: DecisionOutcome, reason: DecisionReason, credential: CredentialKind, route: string, seconds: number): void {
+    const o = OUTCOMES.has(outcome) ? outcome : OTHER;
+    const r = REASONS.has(reason) ? reason : OTHER;
+    const c = CREDENTIALS.has(credential) ? credential : OTHER;
+    const n = this.#route(route);
+    const key = `${o}|${r}|${c}|${n}`;
+    let child = this.#decisionChildren.get(key);
+    if (child === undefined) {
+      child = { count: this.#decisions.labels(o, r, c, n), duration: this.#decisionDuration.labels(o, c, n) };
+      this.#decisionChildren.set(key, child);
+    }
+    child.count.inc();
+    child.duration.observe(seconds);
+  }
+
+  /** One upstream exchange: its HTTP status (or `error` / `timeout`) and duration. */
+  upstream(route: string, status: UpstreamStatus, seconds: number): void {
+    const n = this.#route(route);
+    const statusClass = statusClassOf(status);
+    const key = `${n}|${statusClass}`;
+    let child = this.#upstreamChildren.get(key);
+    if (child === undefined) {
+      child = this.#upstreamDuration.labels(n, statusClass);
+      this.#upstreamChildren.set(key, child);
+    }
+    child.observe(seconds);
+  }
+
+  cacheLookup(tier: CacheTier, result: CacheResult): void {
+    const t = TIERS.has(tier) ? tier : OTHER;
+    const r = CACHE_RESULTS.has(result) ? result : OTHER;
+    const key = `${t}|${r}`;
+    let child = this.#cacheChildren.get(key);
+    if (child === undefined) {
+      child = this.#cacheLookups.labels(t, r);
+      this.#cacheChildren.set(key, child);
+    }
+    child.inc();
+  }
+
+  argon2Verify(result: Argon2Result): void {
+    countOne(this.#argon2, this.#argon2Children, ARGON2_RESULTS.has(result) ? result : OTHER);
+  }
+
+  throttled(kind: ThrottleKind): void {
+    countOne(this.#throttled, this.#throttledChildren, THROTTLE_KINDS.has(kind) ? kind : OTHER);
+  }
+
+  login(result: LoginResult): void {
+    countOne(this.#logins, this.#loginChildren, LOGIN_RESULTS.has(result) ? result : OTHER);
+  }
+
+  /** One revocation barrier: how long it took and how many replicas missed it. */
+  revocationBarrier(seconds: number, missedReplicas: number): void {
+    this.#barrierDuration.observe(seconds);
+    if (missedReplicas > 0) this.#barrierMissed.inc(missedReplicas);
+  }
+
+  /** Sets the key gauge; use `setKeyCounter` instead to read the counts at scrape time. */
+  setKeysByStatus(counts: KeyCounts): void {
+    this.#apiKeys.set({ status: 'active' }, counts.active);
+    this.#apiKeys.set({ status: 'expired' }, counts.expired);
+    this.#apiKeys.set({ status: 'revoked' }, counts.revoked);
+  }
+
+  /** Reads key counts on every scrape; if it fails, the last values stay. */
+  setKeyCounter(counter: (() => KeyCounts | Promise<KeyCounts>) | undefined): void {
+    this.#keyCounter = counter;
+  }
+
+  /**
+   * Counts a request let through without a decision. Nothing in Gatehouse calls this: the
+   * counter exists, at 0, so that dashboards and the fail-open alert can prove it stays there.
+   */
+  failOpen(): void {
+    this.#failOpen.inc();
+  }
+
+  setDependencyUp(dependency: Dependency, up: boolean): void {
+    if (!DEPENDENCIES.has(dependency)) return;
+    this.#dependencyUp.set({ dependency }, up ? 1 : 0);
+  }
+
+  /** The exposition text for `GET /metrics`. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  #route(route: string): string {
+    return this.#routes.has(route) ? route : OTHER;
+  }
+
+  async #collectKeyCounts(): Promise<void> {
+    if (this.#keyCounter === undefined) return;
+    try {
+      this.setKeysByStatus(await this.#keyCounter());
+    } catch {
+      // A store hiccup must not break the scrape; gatehouse_dependency_up reports the store.
+    }
+  }
+}
+
+/** Increments a one-label counter through its cached child. */
+function countOne(counter: Counter<string>, children: Map<string, Inc>, value: string): void {
+  let child = children.get(value);
+  if (child === undefined) {
+    child = counter.labels(value);
+    children.set(value, child);
+  }
+  child.inc();
+}
+
+function statusClassOf(status: UpstreamStatus): string {
+  if (status === 'error' || status === 'timeout') return status;
+  return STATUS_CLASSES[Math.floor(status / 100) - 1] ?? OTHER;
+}

@@ -1,0 +1,193 @@
+import type { Tables } from '../config/tables.ts';
+import type { MethodRule } from '../config/tables.ts';
+import { ERROR_CODES } from '../http/errors.ts';
+import type { ErrorCode } from '../http/errors.ts';
+import type { ApiKeyPrincipal, Principal } from './principal.ts';
+import type { CompiledRoute } from './routes.ts';
+import { holdsAnyMcpScope, holdsScope, mcpScopeList } from './scopes.ts';
+
+export interface Allow {
+  readonly allow: true;
+}
+
+/** A refusal, as a value (style.md §4). `status` is `ERROR_CODES[code].status`. */
+export interface Deny {
+  readonly allow: false;
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** The scope that was needed, for `WWW-Authenticate: … scope="…"` (space-separated when any one would do). */
+  readonly scope?: string;
+  readonly detail: string;
+  /** MCP: position in the batch (0 for a single message) of the message refused. */
+  readonly messageIndex?: number;
+  /** MCP: the refused message's JSON-RPC `id` (`null` when invalid; absent for a notification or a non-object). */
+  readonly messageId?: string | number | null;
+}
+
+export type Decision = Allow | Deny;
+
+export interface Licence {
+  readonly features: ReadonlySet<string>;
+}
+
+export interface DecisionInput {
+  readonly route: CompiledRoute;
+  readonly params: Readonly<Record<string, number>>;
+  readonly principal: Principal | null;
+  readonly licence: Licence;
+  readonly now: Date;
+  /**
+   * MCP routes: the parsed JSON-RPC body, one element per message (a single message is
+   * `[message]`, a batch its elements). Omit when there is no body (GET, DELETE, SSE
+   * stream); an empty array is an empty batch and is refused.
+   */
+  readonly mcpMessages?: readonly unknown[] | undefined;
+}
+
+/** The one allow value: the allow path allocates nothing. */
+export const ALLOW: Allow = Object.freeze({ allow: true });
+
+/**
+ * Decides one request from data alone (architecture.md, "Decide"): the matched route, the
+ * verified principal, the licence, the clock and, on MCP routes, the JSON-RPC messages.
+ * Pure: no I/O, no clock read.
+ */
+export function decide(input: DecisionInput, tables: Tables): Decision {
+  const { route, principal } = input;
+  if (route.credential === 'none') return ALLOW;
+  if (principal === null) return deny('missing_credential', 'This route needs a bearer credential');
+  if (principal.kind !== route.credential) {
+    return deny('wrong_credential_type', route.credential === 'admin' ? 'This route needs an admin token' : 'This route needs an API key');
+  }
+  if (principal.kind === 'admin') return ALLOW;
+  return decideForKey(input, principal, tables);
+}
+
+function decideForKey(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables): Decision {
+  const { route, licence } = input;
+  if (key.expiresAt !== null && key.expiresAt.getTime() <= input.now.getTime()) {
+    return deny('expired_credential', 'The API key has expired');
+  }
+  if (route.scope !== undefined) {
+    if (!holdsScope(key.scopes, route.scope, tables)) return denyScope(route.scope);
+    if (route.feature !== undefined && !licence.features.has(route.feature)) return denyFeature(route.feature);
+  }
+  if (route.agentParam !== undefined && key.agentId !== null && input.params[route.agentParam] !== key.agentId) {
+    return deny('agent_mismatch', 'The API key is bound to another agent');
+  }
+  if (route.mcp !== undefined) {
+    if (!holdsAnyMcpScope(key.scopes, tables)) return denyAnyMcp(tables);
+    if (input.mcpMessages !== undefined) return decideMessages(input.mcpMessages, key, licence, tables);
+  }
+  return ALLOW;
+}
+
+/** A batch passes only if every message passes; the first refusal names its message. */
+function decideMessages(messages: readonly unknown[], key: ApiKeyPrincipal, licence: Licence, tables: Tables): Decision {
+  if (messages.length === 0) return deny('validation_failed', 'Empty JSON-RPC batch');
+  for (let index = 0; index < messages.length; index++) {
+    const message = messages[index];
+    const decision = decideMessage(message, key, licence, tables);
+    if (!decision.allow) {
+      const messageId = idOf(message);
+      return messageId === undefined ? { ...decision, messageIndex: index } : { ...decision, messageIndex: index, messageId };
+    }
+  }
+  return ALLOW;
+}
+
+function decideMessage(message: unknown, key: ApiKeyPrincipal, licence: Licence, tables: Tables): Decision {
+  if (!isPlainObject(message)) return deny('validation_failed', 'A JSON-RPC message must be an object');
+  if (!Object.hasOwn(message, 'method')) {
+    if (!Object.hasOwn(message, 'result') && !Object.hasOwn(message, 'error')) {
+      return deny('validation_failed', 'A JSON-RPC message needs a method, or a result or error');
+    }
+    return applyRule(tables.mcp.responses, 'JSON-RPC responses', key, licence, tables);
+  }
+  const method = message.method;
+  if (typeof method !== 'string') return deny('validation_failed', 'The JSON-RPC method must be a string');
+  if (method === 'tools/call') return decideToolCall(message.params, key, licence, tables);
+  return applyRule(methodRuleOf(method, tables), `The method ${clip(method)}`, key, licence, tables);
+}
+
+function decideToolCall(params: unknown, key: ApiKeyPrincipal, licence: Licence, tables: Tables): Decision {
+  if (!isPlainObject(params) || typeof params.name !== 'string') {
+    return deny('validation_failed', 'tools/call needs params.name, a string');
+  }
+  const tool = tables.mcp.tools.get(params.name);
+  if (tool === undefined) return deny('unknown_tool', `Unknown tool "${clip(params.name)}"`);
+  if (!holdsScope(key.scopes, tool.scope, tables)) return denyScope(tool.scope);
+  if (tool.feature !== undefined && !licence.features.has(tool.feature)) return denyFeature(tool.feature);
+  const args = params.arguments;
+  if (args === undefined) return ALLOW;
+  if (!isPlainObject(args)) return deny('validation_failed', 'tools/call params.arguments must be an object');
+  if (key.agentId !== null && Object.hasOwn(args, 'agent_id') && !isAgent(args.agent_id, key.agentId)) {
+    return deny('agent_mismatch', 'arguments.agent_id names another agent than the key is bound to');
+  }
+  return ALLOW;
+}
+
+function methodRuleOf(method: string, tables: Tables): MethodRule {
+  const exact = tables.mcp.methods.get(method);
+  if (exact !== undefined) return exact;
+  for (const { prefix, rule } of tables.mcp.methodPrefixes) {
+    if (method.length > prefix.length && method.startsWith(prefix)) return rule;
+  }
+  return 'deny';
+}
+
+function applyRule(rule: MethodRule, what: string, key: ApiKeyPrincipal, licence: Licence, tables: Tables): Decision {
+  if (rule === 'deny') return deny('method_not_allowed_for_key', `${what} is not allowed through the gateway`);
+  if (rule === 'any_mcp') {
+    return holdsAnyMcpScope(key.scopes, tables) ? ALLOW : denyAnyMcp(tables);
+  }
+  if (!holdsScope(key.scopes, rule.scope, tables)) return denyScope(rule.scope);
+  const feature = tables.mcp.scopes.get(rule.scope)?.feature;
+  if (feature !== undefined && !licence.features.has(feature)) return denyFeature(feature);
+  return ALLOW;
+}
+
+/**
+ * A bound key's `arguments.agent_id` must name its own agent: the number itself, or its
+ * canonical decimal string. Anything else (`"02"`, `"+2"`, `null`, `2.5`, an object) is a mismatch.
+ */
+function isAgent(value: unknown, agentId: number): boolean {
+  if (typeof value === 'number') return value === agentId;
+  return typeof value === 'string' && CANONICAL_INTEGER.test(value) && value === String(agentId);
+}
+
+const CANONICAL_INTEGER = /^[1-9][0-9]*$/;
+
+function idOf(message: unknown): string | number | null | undefined {
+  if (!isPlainObject(message) || !Object.hasOwn(message, 'id')) return undefined;
+  const id = message.id;
+  return typeof id === 'string' || typeof id === 'number' ? id : null;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Client-supplied names go into `detail` bounded and printable. */
+function clip(text: string): string {
+  const printable = text.replace(/[^\x20-\x7e]/g, '?');
+  return printable.length > 64 ? `${printable.slice(0, 64)}…` : printable;
+}
+
+function denyScope(scope: string): Deny {
+  return deny('insufficient_scope', `The API key lacks the scope ${scope}`, { scope });
+}
+
+/** No MCP scope at all: `scope` lists every MCP scope, any one of which would do. */
+function denyAnyMcp(tables: Tables): Deny {
+  return deny('insufficient_scope', 'The MCP server needs at least one mcp: scope', { scope: mcpScopeList(tables) });
+}
+
+function denyFeature(feature: string): Deny {
+  return deny('feature_not_licensed', `The licensed feature ${feature} is not enabled on this deployment`);
+}
+
+function deny(code: ErrorCode, detail: string, extra?: { scope: string }): Deny {
+  const status = ERROR_CODES[code].status;
+  return extra === undefined ? { allow: false, code, status, detail } : { allow: false, code, status, detail, scope: extra.scope };
+}

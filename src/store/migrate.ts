@@ -1,0 +1,28 @@
+import { migrations as allMigrations, type Migration } from './migrations/index.ts';
+import type { SqlExecutor } from './sql.ts';
+
+/**
+ * Applies pending migrations in one transaction and returns the versions it applied.
+ * Replicas starting together against one PostgreSQL queue on a transaction-scoped advisory
+ * lock: the first applies, the others then find nothing pending.
+ */
+export async function migrate(db: SqlExecutor, migrations: readonly Migration[] = allMigrations): Promise<number[]> {
+  return db.transaction(async (tx) => {
+    // Taken before CREATE TABLE IF NOT EXISTS, which itself races between sessions.
+    await tx.query(`SELECT pg_advisory_xact_lock(hashtext('gatehouse.migrate'))`);
+    await tx.exec(`
+      CREATE TABLE IF NOT EXISTS schema_migrations (
+        version integer PRIMARY KEY,
+        name text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`);
+    const rows = await tx.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const applied = new Set(rows.map((row) => row.version));
+    const pending = migrations.filter((m) => !applied.has(m.version)).toSorted((a, b) => a.version - b.version);
+    for (const migration of pending) {
+      await tx.exec(migration.sql);
+      await tx.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name]);
+    }
+    return pending.map((m) => m.version);
+  });
+}

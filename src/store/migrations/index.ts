@@ -1,0 +1,10 @@
+import { initial } from './001-initial.ts';
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+/** Every migration, in order. Never edit one that has shipped: add the next version. */
+export const migrations: readonly Migration[] = [initial];

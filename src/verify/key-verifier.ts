@@ -1,0 +1,366 @@
+import { LRUCache } from 'lru-cache';
+import type { Argon2Hasher } from '../crypto/argon2.ts';
+import { isWellFormedKey, keyPrefixOf } from '../credentials/key-format.ts';
+import { GatewayError } from '../http/errors.ts';
+import type { UsageRecorder } from '../keys/usage-recorder.ts';
+import { MemoryFailureLimiter, type FailureLimiter } from '../limits/failure-limiter.ts';
+import type { ApiKeyPrincipal } from '../policy/principal.ts';
+import type { ApiKeyRow, Store } from '../store/store.ts';
+import { Flights } from './flights.ts';
+import { IdentityDigester, type IdentityTier } from './identity-tier.ts';
+import { keyStateOf, ScopeLists, type KeyState } from './key-state.ts';
+
+/** Keys held by each in-process tier (`KEY_CACHE_SIZE`). */
+export const DEFAULT_KEY_CACHE_SIZE = 100_000;
+/** How long a key's state is trusted before it is re-read (`KEY_CACHE_TTL`); revocation evicts at once regardless. */
+export const DEFAULT_KEY_STATE_TTL_MS = 5 * 60_000;
+/**
+ * Failed verifies allowed per key prefix in one window before the prefix is blocked: a real
+ * key's owner mistypes rarely (and a mistyped key fails its checksum first), while an attacker
+ * guessing secrets behind a known prefix would otherwise buy one argon2id hash per request.
+ */
+export const KEY_PREFIX_FAILURE_LIMIT = 20;
+export const KEY_PREFIX_FAILURE_WINDOW_MS = 60_000;
+/**
+ * Uncached keys of one prefix verified at once. Only one key has a given prefix and its own
+ * concurrent first uses share one verify, so a second distinct key in flight is a guess:
+ * refusing it keeps the argon2 spent per prefix within the failure limit even in a burst.
+ */
+export const KEY_PREFIX_VERIFIES_IN_FLIGHT = 1;
+/** An exact wrong key is refused from memory this long, so repeating it costs nothing. */
+export const REJECTED_KEY_TTL_MS = 5_000;
+export const REJECTED_KEY_CACHE_SIZE = 10_000;
+/** Lifetime of an entry in the shared identity tier; the fact never changes, this only bounds Redis memory. */
+export const DEFAULT_SHARED_IDENTITY_TTL_MS = 24 * 60 * 60_000;
+
+export interface KeyVerifierOptions {
+  store: Pick<Store, 'findApiKeyByPrefix' | 'findApiKeyById'>;
+  hasher: Pick<Argon2Hasher, 'verify'>;
+  /** Failed verifies per key prefix; default: in memory, KEY_PREFIX_FAILURE_LIMIT per KEY_PREFIX_FAILURE_WINDOW_MS. */
+  limiter?: FailureLimiter;
+  /** Told of every accepted key (write-behind `last_used_at`). */
+  usage?: Pick<UsageRecorder, 'record'>;
+  /** Entries per in-process tier; default DEFAULT_KEY_CACHE_SIZE. */
+  cacheSize?: number;
+  /** Milliseconds a key's state is served from memory; 0 re-reads it on every request. Default DEFAULT_KEY_STATE_TTL_MS. */
+  stateTtlMs?: number;
+  /** Milliseconds since the epoch; tests freeze it. Default Date.now. */
+  now?: () => number;
+  /** The shared identity tier across replicas; without it no HMAC is computed at all. */
+  shared?: { tier: IdentityTier; pepper: string | Uint8Array; ttlMs?: number };
+}
+
+interface SharedIdentity {
+  tier: IdentityTier;
+  digester: IdentityDigester;
+  ttlMs: number;
+}
+
+/** What a singleflight of an uncached key yields to every caller that shared it. */
+interface ResolvedIdentity {
+  keyId: number;
+  /** From the row read by prefix; absent when the id came from the shared tier. */
+  state: KeyState | undefined;
+  /** The eviction count when that row was read. */
+  evictionsAtRead: number;
+}
+
+/** Counters since start, for metrics. Every verification counts once per tier it consulted. */
+export interface KeyVerifierStats {
+  identityHits: number;
+  identityMisses: number;
+  sharedHits: number;
+  sharedMisses: number;
+  /** Shared-tier calls that failed (treated as misses). */
+  sharedErrors: number;
+  stateHits: number;
+  /** State reads by key id from the store. */
+  stateMisses: number;
+  argon2Verifies: number;
+  argon2Mismatches: number;
+  /** Refused with `rate_limited` before any store or argon2 work. */
+  throttled: number;
+  /** Refused from the short memory of exact wrong keys. */
+  rejectedHits: number;
+}
+
+/**
+ * Turns a presented API key into its principal (architecture.md, "Verification and caching").
+ *
+ * Two in-process tiers: `identity` (raw key → key id, filled only by a successful argon2id
+ * verify, never invalidated: that fact cannot change) and `state` (key id → revoked, scopes,
+ * agent, expiry; re-read after `stateTtlMs`, dropped at once by `evict`). A revoked key keeps
+ * its identity entry: its state says revoked, so it is refused with `revoked_credential`
+ * without another hash, and an evicted key's owner never has to re-verify behind a prefix
+ * that attackers have blocked.
+ *
+ * Hot path: `tryVerifyCached(key) ?? await verify(key)`.
+ */
+export class KeyVerifier {
+  readonly #store: KeyVerifierOptions['store'];
+  readonly #hasher: KeyVerifierOptions['hasher'];
+  readonly #limiter: FailureLimiter;
+  readonly #usage: KeyVerifierOptions['usage'];
+  readonly #now: () => number;
+  readonly #stateTtlMs: number;
+  readonly #shared: SharedIdentity | undefined;
+
+  readonly #identity: LRUCache<string, number>;
+  readonly #state: LRUCache<number, KeyState>;
+  /** Exact wrong keys → clock reading until which they are refused from memory. */
+  readonly #rejected = new LRUCache<string, number>({ max: REJECTED_KEY_CACHE_SIZE });
+  readonly #scopes = new ScopeLists();
+  readonly #identityFlights = new Flights<string, ResolvedIdentity>();
+  readonly #stateFlights = new Flights<number, KeyState>();
+  readonly #verifyingByPrefix = new Map<string, number>();
+  /**
+   * Bumped by every eviction. A store read that started before an eviction may hold the state
+   * from before a revocation: its answer is then not cached (jose's JWKS cache likewise ignores
+   * late responses).
+   */
+  #evictions = 0;
+  readonly #counts: KeyVerifierStats = {
+    identityHits: 0,
+    identityMisses: 0,
+    sharedHits: 0,
+    sharedMisses: 0,
+    sharedErrors: 0,
+    stateHits: 0,
+    stateMisses: 0,
+    argon2Verifies: 0,
+    argon2Mismatches: 0,
+    throttled: 0,
+    rejectedHits: 0,
+  };
+
+  constructor(options: KeyVerifierOptions) {
+    const cacheSize = options.cacheSize ?? DEFAULT_KEY_CACHE_SIZE;
+    const stateTtlMs = options.stateTtlMs ?? DEFAULT_KEY_STATE_TTL_MS;
+    if (!Number.isSafeInteger(cacheSize) || cacheSize < 1) throw new RangeError('KeyVerifier: cacheSize must be a positive integer');
+    if (!Number.isFinite(stateTtlMs) || stateTtlMs < 0) throw new RangeError('KeyVerifier: stateTtlMs must be a finite number ≥ 0');
+    this.#store = options.store;
+    this.#hasher = options.hasher;
+    this.#usage = options.usage;
+    this.#now = options.now ?? Date.now;
+    this.#stateTtlMs = stateTtlMs;
+    this.#limiter =
+      options.limiter ??
+      new MemoryFailureLimiter({ limit: KEY_PREFIX_FAILURE_LIMIT, windowMs: KEY_PREFIX_FAILURE_WINDOW_MS, now: this.#now });
+    this.#identity = new LRUCache({ max: cacheSize });
+    this.#state = new LRUCache({ max: cacheSize });
+    if (options.shared !== undefined) {
+      const { tier, pepper, ttlMs = DEFAULT_SHARED_IDENTITY_TTL_MS } = options.shared;
+      this.#shared = { tier, digester: new IdentityDigester(pepper), ttlMs };
+    }
+  }
+
+  /**
+   * The cached path: two in-memory lookups and a clock read, no promise. Returns undefined
+   * when anything is missing or stale (then call `verify`); throws GatewayError
+   * (`revoked_credential`, `expired_credential`) for a refusal decided from fresh state.
+   */
+  tryVerifyCached(rawKey: string): ApiKeyPrincipal | undefined {
+    const keyId = this.#identity.get(rawKey);
+    if (keyId === undefined) return undefined;
+    const state = this.#state.get(keyId);
+    const now = this.#now();
+    if (state === undefined || state.freshUntil <= now) return undefined;
+    this.#counts.identityHits++;
+    this.#counts.stateHits++;
+    return this.#admit(state, now);
+  }
+
+  /**
+   * The full path. Rejects with GatewayError: `invalid_credential` (malformed: no I/O and no
+   * hash; unknown prefix; wrong secret), `revoked_credential`, `expired_credential`,
+   * `rate_limited` (prefix throttled, with `retryAfter`), `store_unavailable` (never an allow).
+   */
+  async verify(rawKey: string): Promise<ApiKeyPrincipal> {
+    if (!isWellFormedKey(rawKey)) throw new GatewayError('invalid_credential', 'The API key is malformed');
+    let keyId = this.#identity.get(rawKey);
+    if (keyId === undefined) {
+      this.#counts.identityMisses++;
+      if (this.#recentlyRejected(rawKey)) throw invalidKey();
+      const resolved = await this.#identityFlights.run(rawKey, () => this.#resolveIdentity(rawKey));
+      // The row that was hashed against is the state too, unless an eviction came after its read.
+      if (resolved.state !== undefined && resolved.evictionsAtRead === this.#evictions) {
+        return this.#admit(resolved.state, this.#now());
+      }
+      keyId = resolved.keyId;
+    } else {
+      this.#counts.identityHits++;
+    }
+    const state = await this.#stateOf(keyId);
+    return this.#admit(state, this.#now());
+  }
+
+  /** Drops a key's state at once (revocation calls this); the next request re-reads it from the store. */
+  evict(keyId: number): void {
+    this.#evictions++;
+    this.#state.delete(keyId);
+    this.#stateFlights.forget(keyId);
+  }
+
+  /** Drops every key's state, e.g. when the revocation channel was lost and evictions may have been missed. */
+  evictAll(): void {
+    this.#evictions++;
+    this.#state.clear();
+    this.#stateFlights.clear();
+  }
+
+  stats(): KeyVerifierStats {
+    return { ...this.#counts };
+  }
+
+  #admit(state: KeyState, now: number): ApiKeyPrincipal {
+    if (state.revoked) throw new GatewayError('revoked_credential', 'The API key has been revoked');
+    if (state.expiresAtMs <= now) throw new GatewayError('expired_credential', 'The API key has expired');
+    this.#usage?.record(state.principal.keyId, now);
+    return state.principal;
+  }
+
+  #stateOf(keyId: number): KeyState | Promise<KeyState> {
+    const cached = this.#state.get(keyId);
+    if (cached !== undefined && cached.freshUntil > this.#now()) {
+      this.#counts.stateHits++;
+      return cached;
+    }
+    this.#counts.stateMisses++;
+    return this.#stateFlights.run(keyId, () => this.#loadState(keyId));
+  }
+
+  async #loadState(keyId: number): Promise<KeyState> {
+    const evictions = this.#evictions;
+    const row = await this.#read(() => this.#store.findApiKeyById(keyId));
+    // Keys are revoked, never deleted; a vanished row is refused like an unknown key.
+    if (row === null) throw invalidKey();
+    return this.#remember(row, evictions);
+  }
+
+  /** Singleflight leader for an uncached key: shared tier, throttle, one store read, one argon2id verify. */
+  async #resolveIdentity(rawKey: string): Promise<ResolvedIdentity> {
+    const shared = this.#shared;
+    const digest = shared?.digester.digest(rawKey);
+    if (shared !== undefined && digest !== undefined) {
+      const keyId = await this.#sharedGet(shared.tier, digest);
+      if (keyId !== undefined) {
+        this.#identity.set(flatCopy(rawKey), keyId);
+        return { keyId, state: undefined, evictionsAtRead: this.#evictions };
+      }
+    }
+
+    const prefix = keyPrefixOf(rawKey);
+    const blockedFor = await this.#blockedFor(prefix);
+    // From the in-flight check to the increment without an await: concurrent guesses cannot all pass.
+    this.#refuseIfThrottled(prefix, blockedFor);
+    this.#verifyingByPrefix.set(prefix, (this.#verifyingByPrefix.get(prefix) ?? 0) + 1);
+    try {
+      const evictions = this.#evictions;
+      const row = await this.#read(() => this.#store.findApiKeyByPrefix(prefix));
+      if (row === null) {
+        this.#reject(rawKey);
+        throw invalidKey();
+      }
+      this.#counts.argon2Verifies++;
+      if (!(await this.#hasher.verify(row.keyHash, rawKey))) {
+        this.#counts.argon2Mismatches++;
+        this.#reject(rawKey);
+        // Recorded before this attempt leaves the in-flight count, so the next one sees it.
+        await this.#limiter.recordFailure(prefix).catch(() => {});
+        throw invalidKey();
+      }
+      this.#identity.set(flatCopy(rawKey), row.id);
+      const state = this.#remember(row, evictions);
+      if (shared !== undefined && digest !== undefined) void this.#sharedSet(shared, digest, row.id);
+      return { keyId: row.id, state, evictionsAtRead: evictions };
+    } finally {
+      const left = (this.#verifyingByPrefix.get(prefix) ?? 1) - 1;
+      if (left === 0) this.#verifyingByPrefix.delete(prefix);
+      else this.#verifyingByPrefix.set(prefix, left);
+    }
+  }
+
+  async #blockedFor(prefix: string): Promise<number> {
+    try {
+      return await this.#limiter.blockedFor(prefix);
+    } catch (cause) {
+      // A limiter that cannot answer must not turn into an unthrottled argon2 oracle.
+      throw new GatewayError('store_unavailable', 'The failure limiter cannot be reached', { cause });
+    }
+  }
+
+  #refuseIfThrottled(prefix: string, blockedFor: number): void {
+    if (blockedFor > 0) {
+      this.#counts.throttled++;
+      throw new GatewayError('rate_limited', 'Too many failed attempts for this key prefix', { retryAfter: blockedFor });
+    }
+    if ((this.#verifyingByPrefix.get(prefix) ?? 0) >= KEY_PREFIX_VERIFIES_IN_FLIGHT) {
+      this.#counts.throttled++;
+      throw new GatewayError('rate_limited', 'Another key with this prefix is being verified', { retryAfter: 1 });
+    }
+  }
+
+  /** Caches the row's state unless an eviction happened since its read began. */
+  #remember(row: ApiKeyRow, evictionsAtRead: number): KeyState {
+    const state = keyStateOf(row, this.#now() + this.#stateTtlMs, this.#scopes);
+    if (evictionsAtRead === this.#evictions) this.#state.set(row.id, state);
+    return state;
+  }
+
+  #recentlyRejected(rawKey: string): boolean {
+    const until = this.#rejected.get(rawKey);
+    if (until === undefined) return false;
+    if (until > this.#now()) {
+      this.#counts.rejectedHits++;
+      return true;
+    }
+    this.#rejected.delete(rawKey);
+    return false;
+  }
+
+  #reject(rawKey: string): void {
+    this.#rejected.set(flatCopy(rawKey), this.#now() + REJECTED_KEY_TTL_MS);
+  }
+
+  async #read<T>(query: () => Promise<T>): Promise<T> {
+    try {
+      return await query();
+    } catch (cause) {
+      throw new GatewayError('store_unavailable', 'The key store cannot be reached', { cause });
+    }
+  }
+
+  async #sharedGet(tier: IdentityTier, digest: string): Promise<number | undefined> {
+    try {
+      const keyId = await tier.get(digest);
+      if (keyId === undefined) this.#counts.sharedMisses++;
+      else this.#counts.sharedHits++;
+      return keyId;
+    } catch {
+      this.#counts.sharedErrors++;
+      return undefined;
+    }
+  }
+
+  /** Not awaited: the request has its answer; a lost write only costs another replica one verify. */
+  async #sharedSet(shared: SharedIdentity, digest: string, keyId: number): Promise<void> {
+    try {
+      await shared.tier.set(digest, keyId, shared.ttlMs);
+    } catch {
+      this.#counts.sharedErrors++;
+    }
+  }
+}
+
+/** Unknown prefix and wrong secret read the same, so a refusal does not say which prefixes exist. */
+function invalidKey(): GatewayError {
+  return new GatewayError('invalid_credential', 'The API key is not valid');
+}
+
+/**
+ * A key cut from the Authorization header is a V8 sliced string that keeps the whole header
+ * alive; a cache entry should hold only the key's own bytes. Keys are ASCII, so latin1 is exact.
+ */
+function flatCopy(rawKey: string): string {
+  return Buffer.from(rawKey, 'latin1').toString('latin1');
+}

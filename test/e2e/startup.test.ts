@@ -1,0 +1,79 @@
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { freePort, runGateway, startGateway, tempDataDir } from '../support/gateway-process.ts';
+import { createKey, loginAdmin, request } from '../support/http.ts';
+
+describe('start-up', () => {
+  it.each([
+    ['LICENSE_FEATURES', { LICENSE_FEATURES: 'events,teleport' }],
+    ['UPSTREAM_URL', { UPSTREAM_URL: 'not a url' }],
+    ['ADMIN_SESSION_TTL', { ADMIN_SESSION_TTL: 'eight hours' }],
+    ['PORT', { PORT: '99999' }],
+    ['DATABASE_URL', { DATABASE_URL: 'mysql://localhost/db' }],
+    ['LICENSE_API_KEYS', { LICENSE_API_KEYS: '-1' }],
+    ['FORWARD_AUTHORIZATION', { FORWARD_AUTHORIZATION: 'maybe' }],
+  ])('a bad %s stops the process with one line naming it', async (variable, env) => {
+    const { code, output } = await runGateway({ OPS_PORT: String(await freePort()), ...env });
+    expect(code).not.toBe(0);
+    const lines = output.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^gatehouse: ${variable}: `));
+  });
+
+  it('a port in use stops the process naming PORT', async () => {
+    const blocker = createServer();
+    const port = await new Promise<number>((resolve) =>
+      blocker.listen(0, '127.0.0.1', () => resolve((blocker.address() as { port: number }).port)),
+    );
+    try {
+      const { code, output } = await runGateway({ PORT: String(port), OPS_PORT: String(await freePort()) });
+      expect(code).toBe(1);
+      expect(output).toContain(`gatehouse: PORT: port ${port} is already in use`);
+    } finally {
+      blocker.close();
+    }
+  });
+
+  it('with no admin configured, creates one and prints its password once; a restart keeps it and does not print again', async () => {
+    const dataDir = tempDataDir();
+    const first = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: '', ADMIN_PASSWORD: '' });
+    const match = /email:\s+(\S+)\s+password:\s+(\S+)/.exec(first.output());
+    expect(match).not.toBeNull();
+    const [, email, password] = match!;
+    const token = await loginAdmin(first.url, email, password);
+    const key = (await createKey(first.url, token, { name: 'survives restarts' })).body;
+    expect(await first.stop()).toBe(0);
+
+    const second = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: '', ADMIN_PASSWORD: '' });
+    try {
+      expect(second.output()).not.toContain('password:');
+      // The signing secret was kept in the store: a token from before the restart still works.
+      const listed = await request(`${second.url}/api/v1/api-keys`, { token });
+      expect(listed.status).toBe(200);
+      expect(listed.body.map((record: { id: number }) => record.id)).toContain(key.id);
+      expect(listed.body.find((record: { id: number }) => record.id === key.id).key_prefix).toBe(key.key_prefix);
+      await loginAdmin(second.url, email, password);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('ADMIN_PASSWORD never overwrites an existing admin password', async () => {
+    const dataDir = tempDataDir();
+    const first = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: 'a@example.test', ADMIN_PASSWORD: 'first-password' });
+    await first.stop();
+    const second = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: 'a@example.test', ADMIN_PASSWORD: 'second-password' });
+    try {
+      await loginAdmin(second.url, 'a@example.test', 'first-password');
+      const refused = await request(`${second.url}/api/v1/auth/login`, {
+        method: 'POST',
+        json: { email: 'a@example.test', password: 'second-password' },
+      });
+      expect(refused.status).toBe(401);
+      expect(second.output()).toContain('ADMIN_PASSWORD differs');
+      expect(second.output()).not.toContain('second-password');
+    } finally {
+      await second.stop();
+    }
+  });
+});

@@ -1,0 +1,78 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ReceivedRequest {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  rawHeaders: string[];
+  body: string;
+}
+
+export interface Origin {
+  url: string;
+  port: number;
+  received: ReceivedRequest[];
+  /** Requests received whose URL path starts with `path`. */
+  receivedAt(path: string): ReceivedRequest[];
+  clear(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A real upstream on port 0 that records everything it receives, for asserting what the
+ * gateway forwarded (and that refused requests never arrived). Special paths:
+ *  - `/sse/…`      answers a text/event-stream of three events, 100 ms apart;
+ *  - `/slow/…`     waits 3 s before answering (for upstream timeouts);
+ *  - anything else answers 200 `{"ok": true, "path": …}`.
+ */
+export async function startOrigin(): Promise<Origin> {
+  const received: ReceivedRequest[] = [];
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const url = request.url ?? '';
+      received.push({
+        method: request.method ?? '',
+        url,
+        headers: request.headers,
+        rawHeaders: request.rawHeaders,
+        body: Buffer.concat(chunks).toString(),
+      });
+      if (url.startsWith('/sse/')) {
+        response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        let sent = 0;
+        const timer = setInterval(() => {
+          response.write(`data: event ${sent}\n\n`);
+          if (++sent === 3) {
+            clearInterval(timer);
+            response.end();
+          }
+        }, 100);
+        return;
+      }
+      if (url.startsWith('/slow/')) {
+        setTimeout(() => response.writeHead(200, { 'content-type': 'application/json' }).end('{"slow":true}'), 3000).unref();
+        return;
+      }
+      response.writeHead(200, { 'content-type': 'application/json', 'x-origin': 'yes' });
+      response.end(JSON.stringify({ ok: true, path: url }));
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    received,
+    receivedAt: (path) => received.filter((request) => request.url.startsWith(path)),
+    clear: () => void received.splice(0),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

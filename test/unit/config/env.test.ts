@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { envSchema } from '../../../src/config/env.ts';
+import { parseDurationSeconds } from '../../../src/config/duration.ts';
+
+describe('environment schema', () => {
+  it('has the defaults of interface.md', () => {
+    const env = envSchema.parse({});
+    expect(env).toMatchObject({
+      PORT: 8080,
+      HOST: '0.0.0.0',
+      OPS_PORT: 8081,
+      UPSTREAM_URL: 'http://127.0.0.1:3000',
+      DATA_DIR: './data',
+      ADMIN_SESSION_TTL: 28_800,
+      LICENSE_FEATURES: [],
+      MCP_PATH: '/mcp',
+      FORWARD_AUTHORIZATION: false,
+      LOG_LEVEL: 'info',
+    });
+    expect(env.DATABASE_URL).toBeUndefined();
+    expect(env.REDIS_URL).toBeUndefined();
+    expect(env.LICENSE_API_KEYS).toBeUndefined();
+  });
+
+  it.each([
+    ['seconds', '3600', 3600],
+    ['hours', '8h', 28_800],
+    ['minutes', '30m', 1800],
+    ['seconds with a unit', '45s', 45],
+    ['days', '1d', 86_400],
+  ])('reads a TTL in %s', (_what, text, seconds) => {
+    expect(parseDurationSeconds(text)).toBe(seconds);
+  });
+
+  it.each(['', '8 hours', '-5', '0', '1.5h', 'h'])('refuses the TTL %j', (text) => {
+    expect(parseDurationSeconds(text)).toBeUndefined();
+  });
+
+  it.each([
+    ['LICENSE_FEATURES', { LICENSE_FEATURES: 'events,warp' }],
+    ['PORT', { PORT: 'eighty' }],
+    ['OPS_PORT', { OPS_PORT: '70000' }],
+    ['UPSTREAM_URL', { UPSTREAM_URL: 'ftp://x' }],
+    ['REDIS_URL', { REDIS_URL: 'http://x' }],
+    ['ADMIN_SESSION_TTL', { ADMIN_SESSION_TTL: 'soon' }],
+    ['LOG_LEVEL', { LOG_LEVEL: 'loud' }],
+    ['MCP_PATH', { MCP_PATH: 'mcp' }],
+    ['JWT_SECRET', { JWT_SECRET: 'short' }],
+  ])('refuses a bad %s, naming it', (variable, env) => {
+    const result = envSchema.safeParse(env);
+    expect(result.success).toBe(false);
+    expect(result.error!.issues[0]!.path[0]).toBe(variable);
+  });
+
+  it('reads licensed features, folding duplicates', () => {
+    expect(envSchema.parse({ LICENSE_FEATURES: 'events, recall,events' }).LICENSE_FEATURES).toEqual(['events', 'recall']);
+  });
+});

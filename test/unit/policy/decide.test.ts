@@ -1,0 +1,403 @@
+import { describe, expect, it } from 'vitest';
+import type { Tables } from '../../../src/config/tables.ts';
+import { ALLOW, decide } from '../../../src/policy/decide.ts';
+import type { Decision, DecisionInput } from '../../../src/policy/decide.ts';
+import type { Principal } from '../../../src/policy/principal.ts';
+import { compileRoutes } from '../../../src/policy/routes.ts';
+import type { CompiledRoute } from '../../../src/policy/routes.ts';
+import { allowedTools, effectiveScopes } from '../../../src/policy/scopes.ts';
+import { ALL_FEATURES, apiKey, defaultTables, defaultYaml, NO_FEATURES, routesWith, tablesFrom } from './support.ts';
+
+const NOW = new Date('2030-06-01T12:00:00.000Z');
+const ADMIN: Principal = { kind: 'admin', adminId: 1 };
+const MCP_SCOPES = 'mcp:calls mcp:knowledge mcp:transcripts mcp:agents mcp:events mcp:recall mcp:custom_tools mcp:orchestrate';
+
+/** What the test compares: allow, or the code, status and needed scope of the refusal. */
+type Expected = 'allow' | { code: string; status: number; scope?: string; messageIndex?: number; messageId?: string | number | null };
+
+function summary(decision: Decision): Expected {
+  if (decision.allow) return 'allow';
+  const { code, status, scope, messageIndex, messageId } = decision;
+  return {
+    code,
+    status,
+    ...(scope === undefined ? {} : { scope }),
+    ...(messageIndex === undefined ? {} : { messageIndex }),
+    ...('messageId' in decision ? { messageId } : {}),
+  };
+}
+
+const refused = (code: string, status: number, scope?: string): Expected => (scope === undefined ? { code, status } : { code, status, scope });
+
+function routeNamed(tables: Tables, name: string): CompiledRoute {
+  const route = compileRoutes(tables).routes.find((r) => r.name === name);
+  if (!route) throw new Error(`no route ${name}`);
+  return route;
+}
+
+interface Case {
+  description: string;
+  route: string;
+  params?: Record<string, number>;
+  principal: Principal | null;
+  features?: ReadonlySet<string>;
+  messages?: readonly unknown[];
+  expected: Expected;
+}
+
+function run(tables: Tables, cases: readonly Case[]) {
+  it.each(cases)('$description', (c) => {
+    const input: DecisionInput = {
+      route: routeNamed(tables, c.route),
+      params: c.params ?? {},
+      principal: c.principal,
+      licence: { features: c.features ?? ALL_FEATURES },
+      now: NOW,
+      ...(c.messages === undefined ? {} : { mcpMessages: c.messages }),
+    };
+    expect(summary(decide(input, tables))).toEqual(c.expected);
+  });
+}
+
+const call = (name: unknown, args?: unknown, id: unknown = 1) => ({
+  jsonrpc: '2.0',
+  id,
+  method: 'tools/call',
+  params: args === undefined ? { name } : { name, arguments: args },
+});
+const request = (method: string, id: unknown = 1) => ({ jsonrpc: '2.0', id, method });
+const notification = (method: string) => ({ jsonrpc: '2.0', method });
+
+const tables = defaultTables();
+const EVENTS = { route: 'events', params: { agent_id: 7 } };
+
+describe('decide: credentials', () => {
+  run(tables, [
+    { description: 'events without a credential: 401 missing_credential', ...EVENTS, principal: null, expected: refused('missing_credential', 401) },
+    { description: 'MCP without a credential: 401 missing_credential', route: 'mcp', principal: null, expected: refused('missing_credential', 401) },
+    { description: 'admin route without a credential: 401 missing_credential', route: 'admin', principal: null, expected: refused('missing_credential', 401) },
+    { description: 'admin token on the events route: 401 wrong_credential_type', ...EVENTS, principal: ADMIN, expected: refused('wrong_credential_type', 401) },
+    { description: 'admin token on MCP: 401 wrong_credential_type', route: 'mcp', principal: ADMIN, messages: [request('initialize')], expected: refused('wrong_credential_type', 401) },
+    { description: 'admin token on the legacy SSE stream: 401 wrong_credential_type', route: 'mcp_sse', principal: ADMIN, expected: refused('wrong_credential_type', 401) },
+    { description: 'API key on an admin route: 401 wrong_credential_type', route: 'admin', principal: apiKey(['events:write', 'mcp:tools']), expected: refused('wrong_credential_type', 401) },
+    { description: 'admin token on an admin route: allowed', route: 'admin', principal: ADMIN, expected: 'allow' },
+    { description: 'key that expires at this very instant is expired', ...EVENTS, principal: apiKey(['events:write'], { expiresAt: new Date(NOW.getTime()) }), expected: refused('expired_credential', 401) },
+    { description: 'key that expired a millisecond ago', ...EVENTS, principal: apiKey(['events:write'], { expiresAt: new Date(NOW.getTime() - 1) }), expected: refused('expired_credential', 401) },
+    { description: 'key that expires in a millisecond is valid', ...EVENTS, principal: apiKey(['events:write'], { expiresAt: new Date(NOW.getTime() + 1) }), expected: 'allow' },
+    { description: 'key without expiry is valid', ...EVENTS, principal: apiKey(['events:write'], { expiresAt: null }), expected: 'allow' },
+    { description: 'expiry is checked before scope', ...EVENTS, principal: apiKey(['mcp:calls'], { expiresAt: NOW }), expected: refused('expired_credential', 401) },
+    { description: 'expired key on MCP', route: 'mcp', principal: apiKey(['mcp:calls'], { expiresAt: NOW }), messages: [request('initialize')], expected: refused('expired_credential', 401) },
+    { description: 'expired key on an admin route is still the wrong type', route: 'admin', principal: apiKey(['events:write'], { expiresAt: NOW }), expected: refused('wrong_credential_type', 401) },
+  ]);
+});
+
+describe('decide: events route', () => {
+  run(tables, [
+    { description: 'events:write, unbound key: any agent', ...EVENTS, principal: apiKey(['events:write']), expected: 'allow' },
+    { description: 'events:write, unbound key: another agent too', route: 'events', params: { agent_id: 123456 }, principal: apiKey(['events:write']), expected: 'allow' },
+    { description: 'bound key, its own agent', ...EVENTS, principal: apiKey(['events:write'], { agentId: 7 }), expected: 'allow' },
+    { description: 'bound key, another agent: 403 agent_mismatch', ...EVENTS, principal: apiKey(['events:write'], { agentId: 8 }), expected: refused('agent_mismatch', 403) },
+    { description: 'no events:write: 403 insufficient_scope naming events:write', ...EVENTS, principal: apiKey(['mcp:calls', 'mcp:tools']), expected: refused('insufficient_scope', 403, 'events:write') },
+    { description: 'no scopes at all', ...EVENTS, principal: apiKey([]), expected: refused('insufficient_scope', 403, 'events:write') },
+    { description: 'mcp:events is not events:write', ...EVENTS, principal: apiKey(['mcp:events']), expected: refused('insufficient_scope', 403, 'events:write') },
+    { description: 'scope is checked before the agent binding', ...EVENTS, principal: apiKey(['mcp:calls'], { agentId: 8 }), expected: refused('insufficient_scope', 403, 'events:write') },
+    { description: 'an unknown granted scope grants nothing', ...EVENTS, principal: apiKey(['events:*', 'events:write:all']), expected: refused('insufficient_scope', 403, 'events:write') },
+  ]);
+});
+
+describe('decide: MCP route gate (at least one mcp: scope)', () => {
+  run(tables, [
+    { description: 'GET stream with an MCP scope', route: 'mcp', principal: apiKey(['mcp:agents']), expected: 'allow' },
+    { description: 'DELETE session with the legacy alias only', route: 'mcp', principal: apiKey(['mcp:tools']), expected: 'allow' },
+    { description: 'events:write only: 403 insufficient_scope listing the MCP scopes', route: 'mcp', principal: apiKey(['events:write']), expected: refused('insufficient_scope', 403, MCP_SCOPES) },
+    { description: 'no scopes: 403 insufficient_scope', route: 'mcp', principal: apiKey([]), messages: [request('initialize')], expected: refused('insufficient_scope', 403, MCP_SCOPES) },
+    { description: 'a licensed scope whose feature is off still opens the MCP route', route: 'mcp', principal: apiKey(['mcp:events']), features: NO_FEATURES, messages: [request('initialize')], expected: 'allow' },
+    { description: 'legacy SSE stream with an MCP scope', route: 'mcp_sse', principal: apiKey(['mcp:calls']), expected: 'allow' },
+    { description: 'legacy SSE stream without one', route: 'mcp_sse', principal: apiKey(['events:write']), expected: refused('insufficient_scope', 403, MCP_SCOPES) },
+    { description: 'legacy messages are inspected like MCP_PATH (allowed)', route: 'mcp_messages', principal: apiKey(['mcp:calls']), messages: [call('place_outbound_call')], expected: 'allow' },
+    { description: 'legacy messages are inspected like MCP_PATH (refused)', route: 'mcp_messages', principal: apiKey(['mcp:calls']), messages: [call('list_agents')], expected: { code: 'insufficient_scope', status: 403, scope: 'mcp:agents', messageIndex: 0, messageId: 1 } },
+    { description: 'an empty batch: 400', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [], expected: refused('validation_failed', 400) },
+  ]);
+});
+
+const TOOLS: readonly { tool: string; scope: string; feature?: string }[] = [
+  { tool: 'place_outbound_call', scope: 'mcp:calls' },
+  { tool: 'search_knowledge_base', scope: 'mcp:knowledge' },
+  { tool: 'fetch_call_transcript', scope: 'mcp:transcripts' },
+  { tool: 'list_agents', scope: 'mcp:agents' },
+  { tool: 'get_agent_status', scope: 'mcp:agents' },
+  { tool: 'record_event', scope: 'mcp:events', feature: 'events' },
+  { tool: 'lookup_end_user', scope: 'mcp:recall', feature: 'recall' },
+  { tool: 'call_custom_tool', scope: 'mcp:custom_tools', feature: 'custom_tools' },
+  { tool: 'delegate_task_to_orchestrator', scope: 'mcp:orchestrate', feature: 'orchestrate' },
+];
+const ALL_MCP = [...new Set(TOOLS.map((t) => t.scope))];
+/** What the legacy alias mcp:tools stands for. */
+const LEGACY = ['mcp:calls', 'mcp:knowledge', 'mcp:transcripts'];
+
+/** A refusal of the single message of a request (id 1). */
+const refusedMessage = (code: string, status: number, scope?: string): Expected => ({ ...(refused(code, status, scope) as object), messageIndex: 0, messageId: 1 }) as Expected;
+
+describe('decide: tools/call, each tool and its scope', () => {
+  run(
+    tables,
+    TOOLS.flatMap(({ tool, scope }): Case[] => [
+      { description: `${tool} with ${scope}`, route: 'mcp', principal: apiKey([scope]), messages: [call(tool)], expected: 'allow' },
+      {
+        description: `${tool} with every other MCP scope: 403 insufficient_scope naming ${scope}`,
+        route: 'mcp',
+        principal: apiKey([...ALL_MCP.filter((s) => s !== scope), ...(LEGACY.includes(scope) ? [] : ['mcp:tools']), 'events:write']),
+        messages: [call(tool)],
+        expected: refusedMessage('insufficient_scope', 403, scope),
+      },
+    ]),
+  );
+});
+
+describe('decide: the legacy alias mcp:tools', () => {
+  run(
+    tables,
+    TOOLS.map(({ tool, scope }): Case => ({
+      description: `mcp:tools ${LEGACY.includes(scope) ? 'grants' : 'does not grant'} ${tool}`,
+      route: 'mcp',
+      principal: apiKey(['mcp:tools']),
+      messages: [call(tool)],
+      expected: LEGACY.includes(scope) ? 'allow' : refusedMessage('insufficient_scope', 403, scope),
+    })),
+  );
+});
+
+describe('decide: licensed features', () => {
+  run(
+    tables,
+    TOOLS.filter((t) => t.feature !== undefined).flatMap(({ tool, scope, feature }): Case[] => [
+      { description: `${tool}, feature ${feature} on`, route: 'mcp', principal: apiKey([scope]), features: new Set([feature!]), messages: [call(tool)], expected: 'allow' },
+      { description: `${tool}, feature ${feature} off: 403 feature_not_licensed`, route: 'mcp', principal: apiKey([scope]), features: NO_FEATURES, messages: [call(tool)], expected: refusedMessage('feature_not_licensed', 403) },
+      {
+        description: `${tool}, every feature but ${feature}: 403 feature_not_licensed`,
+        route: 'mcp',
+        principal: apiKey(ALL_MCP),
+        features: new Set([...ALL_FEATURES].filter((f) => f !== feature)),
+        messages: [call(tool)],
+        expected: refusedMessage('feature_not_licensed', 403),
+      },
+      { description: `${tool} without ${scope}, feature off: the scope is refused first`, route: 'mcp', principal: apiKey(['mcp:calls']), features: NO_FEATURES, messages: [call(tool)], expected: refusedMessage('insufficient_scope', 403, scope) },
+    ]),
+  );
+  run(tables, [
+    { description: 'unlicensed tools need no feature', route: 'mcp', principal: apiKey(['mcp:agents']), features: NO_FEATURES, messages: [call('list_agents')], expected: 'allow' },
+  ]);
+});
+
+describe('decide: unknown tools and malformed calls', () => {
+  const everything = apiKey([...ALL_MCP, 'mcp:tools']);
+  run(tables, [
+    { description: 'a tool not in the table: 403 unknown_tool', route: 'mcp', principal: everything, messages: [call('drop_database')], expected: refusedMessage('unknown_tool', 403) },
+    { description: 'tool names are exact (case)', route: 'mcp', principal: everything, messages: [call('List_Agents')], expected: refusedMessage('unknown_tool', 403) },
+    { description: '__proto__ is not a tool', route: 'mcp', principal: everything, messages: [call('__proto__')], expected: refusedMessage('unknown_tool', 403) },
+    { description: 'constructor is not a tool', route: 'mcp', principal: everything, messages: [call('constructor')], expected: refusedMessage('unknown_tool', 403) },
+    { description: 'a scope name is not a tool', route: 'mcp', principal: everything, messages: [call('mcp:calls')], expected: refusedMessage('unknown_tool', 403) },
+    { description: 'params.name missing: 400', route: 'mcp', principal: everything, messages: [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: {} }], expected: refusedMessage('validation_failed', 400) },
+    { description: 'params.name a number: 400', route: 'mcp', principal: everything, messages: [call(5)], expected: refusedMessage('validation_failed', 400) },
+    { description: 'params.name an array: 400', route: 'mcp', principal: everything, messages: [call(['list_agents'])], expected: refusedMessage('validation_failed', 400) },
+    { description: 'params missing: 400', route: 'mcp', principal: everything, messages: [request('tools/call')], expected: refusedMessage('validation_failed', 400) },
+    { description: 'params an array: 400', route: 'mcp', principal: everything, messages: [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: ['list_agents'] }], expected: refusedMessage('validation_failed', 400) },
+    { description: 'arguments an array: 400', route: 'mcp', principal: everything, messages: [call('list_agents', [1])], expected: refusedMessage('validation_failed', 400) },
+    { description: 'arguments null: 400', route: 'mcp', principal: everything, messages: [call('list_agents', null)], expected: refusedMessage('validation_failed', 400) },
+    { description: 'arguments a string: 400', route: 'mcp', principal: everything, messages: [call('list_agents', '{"agent_id":1}')], expected: refusedMessage('validation_failed', 400) },
+    { description: 'a non-object message (null): 400', route: 'mcp', principal: everything, messages: [null], expected: { code: 'validation_failed', status: 400, messageIndex: 0 } },
+    { description: 'a non-object message (number): 400', route: 'mcp', principal: everything, messages: [42], expected: { code: 'validation_failed', status: 400, messageIndex: 0 } },
+    { description: 'a non-object message (nested batch): 400', route: 'mcp', principal: everything, messages: [[call('list_agents')]], expected: { code: 'validation_failed', status: 400, messageIndex: 0 } },
+    { description: 'a non-string method: 400', route: 'mcp', principal: everything, messages: [{ jsonrpc: '2.0', id: 1, method: 7 }], expected: refusedMessage('validation_failed', 400) },
+  ]);
+});
+
+describe('decide: agent binding in tools/call arguments.agent_id', () => {
+  const bound = apiKey(['mcp:agents'], { agentId: 7 });
+  const unbound = apiKey(['mcp:agents']);
+  const mismatch = refusedMessage('agent_mismatch', 403);
+  run(tables, [
+    { description: 'bound key, agent_id its own (number)', route: 'mcp', principal: bound, messages: [call('get_agent_status', { agent_id: 7 })], expected: 'allow' },
+    { description: 'bound key, agent_id its own (canonical string)', route: 'mcp', principal: bound, messages: [call('get_agent_status', { agent_id: '7' })], expected: 'allow' },
+    { description: 'bound key, no agent_id', route: 'mcp', principal: bound, messages: [call('list_agents', {})], expected: 'allow' },
+    { description: 'bound key, no arguments', route: 'mcp', principal: bound, messages: [call('list_agents')], expected: 'allow' },
+    { description: 'bound key, another agent (number): 403', route: 'mcp', principal: bound, messages: [call('get_agent_status', { agent_id: 8 })], expected: mismatch },
+    { description: 'bound key, another agent (string): 403', route: 'mcp', principal: bound, messages: [call('get_agent_status', { agent_id: '8' })], expected: mismatch },
+    ...['07', '+7', '7.0', ' 7', '7 ', '7e0', '0x7', '', 'seven'].map(
+      (value): Case => ({ description: `bound key, agent_id ${JSON.stringify(value)}: 403`, route: 'mcp', principal: bound, messages: [call('get_agent_status', { agent_id: value })], expected: mismatch }),
+    ),
+    ...[7.5, -7, 0, Number.NaN, null, true, {}, [7], { value: 7 }].map(
+      (value): Case => ({ description: `bound key, agent_id ${JSON.stringify(value)}: 403`, route: 'mcp', principal: bound, messages: [call('get_agent_status', { agent_id: value })], expected: mismatch }),
+    ),
+    { description: 'unbound key, any agent_id', route: 'mcp', principal: unbound, messages: [call('get_agent_status', { agent_id: 8 })], expected: 'allow' },
+    { description: 'unbound key, agent_id not even a number', route: 'mcp', principal: unbound, messages: [call('get_agent_status', { agent_id: 'abc' })], expected: 'allow' },
+    { description: 'scope is checked before the binding', route: 'mcp', principal: apiKey(['mcp:calls'], { agentId: 7 }), messages: [call('get_agent_status', { agent_id: 8 })], expected: refusedMessage('insufficient_scope', 403, 'mcp:agents') },
+  ]);
+});
+
+describe('decide: other JSON-RPC methods (default table)', () => {
+  const key = apiKey(['mcp:calls']);
+  run(tables, [
+    ...['initialize', 'ping', 'tools/list'].map((method): Case => ({ description: `${method} with any MCP scope`, route: 'mcp', principal: key, messages: [request(method)], expected: 'allow' })),
+    ...['notifications/initialized', 'notifications/cancelled', 'notifications/roots/list_changed'].map(
+      (method): Case => ({ description: `${method} (prefix notifications/*)`, route: 'mcp', principal: key, messages: [notification(method)], expected: 'allow' }),
+    ),
+    ...['resources/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel', 'sampling/createMessage', 'tools/lis', 'tools/list/x', 'notifications', 'notifications/', 'Initialize', ''].map(
+      (method): Case => ({ description: `${JSON.stringify(method)} is not listed: 403 method_not_allowed_for_key`, route: 'mcp', principal: key, messages: [request(method)], expected: refusedMessage('method_not_allowed_for_key', 403) }),
+    ),
+    { description: 'a response to a server request (result)', route: 'mcp', principal: key, messages: [{ jsonrpc: '2.0', id: 'srv-1', result: {} }], expected: 'allow' },
+    { description: 'a response to a server request (error)', route: 'mcp', principal: key, messages: [{ jsonrpc: '2.0', id: 'srv-1', error: { code: -1, message: 'no' } }], expected: 'allow' },
+    { description: 'neither method nor result nor error: 400', route: 'mcp', principal: key, messages: [{ jsonrpc: '2.0', id: 1 }], expected: refusedMessage('validation_failed', 400) },
+  ]);
+});
+
+describe('decide: operator methods table', () => {
+  const { tools } = defaultYaml();
+  const operatorTables = tablesFrom({
+    tools: {
+      ...tools,
+      methods: { ...(tools.methods as object), 'resources/list': 'any_mcp', 'prompts/get': 'mcp:knowledge', 'notifications/message': 'deny', 'recall/*': 'mcp:recall' },
+      responses: 'deny',
+    },
+  });
+  run(operatorTables, [
+    { description: 'an operator-opened method (any_mcp)', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [request('resources/list')], expected: 'allow' },
+    { description: 'an operator method needing a scope, held', route: 'mcp', principal: apiKey(['mcp:knowledge']), messages: [request('prompts/get')], expected: 'allow' },
+    { description: 'an operator method needing a scope, held through the alias', route: 'mcp', principal: apiKey(['mcp:tools']), messages: [request('prompts/get')], expected: 'allow' },
+    { description: 'an operator method needing a scope, missing', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [request('prompts/get')], expected: refusedMessage('insufficient_scope', 403, 'mcp:knowledge') },
+    { description: 'an operator method needing a licensed scope, feature off', route: 'mcp', principal: apiKey(['mcp:recall']), features: NO_FEATURES, messages: [request('recall/search')], expected: refusedMessage('feature_not_licensed', 403) },
+    { description: 'an exact deny beats the notifications/* prefix', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [notification('notifications/message')], expected: { code: 'method_not_allowed_for_key', status: 403, messageIndex: 0 } },
+    { description: 'the prefix still applies to other notifications', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [notification('notifications/initialized')], expected: 'allow' },
+    { description: 'responses denied by the operator', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [{ jsonrpc: '2.0', id: 3, result: {} }], expected: { code: 'method_not_allowed_for_key', status: 403, messageIndex: 0, messageId: 3 } },
+  ]);
+});
+
+describe('decide: batches', () => {
+  const key = apiKey(['mcp:calls', 'mcp:agents'], { agentId: 7 });
+  run(tables, [
+    {
+      description: 'every message allowed: allowed',
+      route: 'mcp',
+      principal: key,
+      messages: [request('initialize', 'a'), notification('notifications/initialized'), call('place_outbound_call', { agent_id: 7 }, 'b'), call('list_agents', undefined, 'c')],
+      expected: 'allow',
+    },
+    {
+      description: 'one message lacks its scope: the batch is refused, naming that message',
+      route: 'mcp',
+      principal: key,
+      messages: [request('tools/list', 'a'), call('place_outbound_call', {}, 'b'), call('search_knowledge_base', {}, 'c'), call('nope', {}, 'd')],
+      expected: { code: 'insufficient_scope', status: 403, scope: 'mcp:knowledge', messageIndex: 2, messageId: 'c' },
+    },
+    {
+      description: 'the first refusal wins (unknown tool before a later scope refusal)',
+      route: 'mcp',
+      principal: key,
+      messages: [call('list_agents', {}, 1), call('nope', {}, 2), call('search_knowledge_base', {}, 3)],
+      expected: { code: 'unknown_tool', status: 403, messageIndex: 1, messageId: 2 },
+    },
+    {
+      description: 'agent mismatch inside a batch',
+      route: 'mcp',
+      principal: key,
+      messages: [call('get_agent_status', { agent_id: 7 }, 10), call('get_agent_status', { agent_id: 9 }, 11)],
+      expected: { code: 'agent_mismatch', status: 403, messageIndex: 1, messageId: 11 },
+    },
+    {
+      description: 'a refused notification has no id',
+      route: 'mcp',
+      principal: key,
+      messages: [request('ping', 1), notification('resources/updated')],
+      expected: { code: 'method_not_allowed_for_key', status: 403, messageIndex: 1 },
+    },
+    {
+      description: 'an id of an invalid type is reported as null',
+      route: 'mcp',
+      principal: key,
+      messages: [call('nope', {}, { x: 1 })],
+      expected: { code: 'unknown_tool', status: 403, messageIndex: 0, messageId: null },
+    },
+    {
+      description: 'a null id is reported as null',
+      route: 'mcp',
+      principal: key,
+      messages: [call('nope', {}, null)],
+      expected: { code: 'unknown_tool', status: 403, messageIndex: 0, messageId: null },
+    },
+    {
+      description: 'a malformed element fails the batch with 400',
+      route: 'mcp',
+      principal: key,
+      messages: [request('ping', 1), 'garbage'],
+      expected: { code: 'validation_failed', status: 400, messageIndex: 1 },
+    },
+  ]);
+});
+
+describe('decide: public routes from an operator table', () => {
+  const publicTables = tablesFrom({ routes: routesWith({ name: 'assets', path: '/assets/**', methods: ['GET', 'HEAD'], credential: 'none' }) });
+  run(publicTables, [
+    { description: 'no credential', route: 'assets', principal: null, expected: 'allow' },
+    { description: 'an API key is not needed, and not refused', route: 'assets', principal: apiKey([]), expected: 'allow' },
+    { description: 'an admin token', route: 'assets', principal: ADMIN, expected: 'allow' },
+    { description: 'even an expired key (no credential is checked)', route: 'assets', principal: apiKey([], { expiresAt: NOW }), expected: 'allow' },
+  ]);
+});
+
+describe('decide: an operator route requiring a licensed MCP scope', () => {
+  const licensedRoute = tablesFrom({
+    routes: routesWith({ name: 'recall_api', path: '/api/v1/agents/{agent_id}/recall', methods: ['GET'], credential: 'api_key', scope: 'mcp:recall', agent_param: 'agent_id' }),
+  });
+  run(licensedRoute, [
+    { description: 'scope held, feature on', route: 'recall_api', params: { agent_id: 7 }, principal: apiKey(['mcp:recall']), expected: 'allow' },
+    { description: 'scope held, feature off', route: 'recall_api', params: { agent_id: 7 }, principal: apiKey(['mcp:recall']), features: NO_FEATURES, expected: refused('feature_not_licensed', 403) },
+    { description: 'scope missing', route: 'recall_api', params: { agent_id: 7 }, principal: apiKey(['mcp:calls']), expected: refused('insufficient_scope', 403, 'mcp:recall') },
+    { description: 'bound to another agent', route: 'recall_api', params: { agent_id: 7 }, principal: apiKey(['mcp:recall'], { agentId: 1 }), expected: refused('agent_mismatch', 403) },
+  ]);
+});
+
+describe('decide: values', () => {
+  it('allows with the one shared ALLOW value (no allocation on the allow path)', () => {
+    const input: DecisionInput = { route: routeNamed(tables, 'events'), params: { agent_id: 7 }, principal: apiKey(['events:write'], { agentId: 7 }), licence: { features: NO_FEATURES }, now: NOW };
+    expect(decide(input, tables)).toBe(ALLOW);
+  });
+
+  it('a refusal carries a detail', () => {
+    const decision = decide({ route: routeNamed(tables, 'events'), params: { agent_id: 7 }, principal: null, licence: { features: NO_FEATURES }, now: NOW }, tables);
+    expect(decision.allow).toBe(false);
+    if (!decision.allow) expect(decision.detail).toEqual(expect.any(String));
+  });
+});
+
+describe('allowedTools and effectiveScopes', () => {
+  it.each([
+    { description: 'the legacy alias', scopes: ['mcp:tools'], features: ALL_FEATURES, tools: ['place_outbound_call', 'search_knowledge_base', 'fetch_call_transcript'] },
+    { description: 'mcp:agents', scopes: ['mcp:agents', 'events:write'], features: NO_FEATURES, tools: ['list_agents', 'get_agent_status'] },
+    { description: 'a licensed scope with its feature off', scopes: ['mcp:events'], features: NO_FEATURES, tools: [] },
+    { description: 'a licensed scope with its feature on', scopes: ['mcp:events'], features: new Set(['events']), tools: ['record_event'] },
+    { description: 'every scope, every feature', scopes: [...ALL_MCP], features: ALL_FEATURES, tools: TOOLS.map((t) => t.tool) },
+    { description: 'every scope, no feature', scopes: [...ALL_MCP], features: NO_FEATURES, tools: TOOLS.filter((t) => !t.feature).map((t) => t.tool) },
+    { description: 'no MCP scope', scopes: ['events:write'], features: ALL_FEATURES, tools: [] },
+  ])('$description', ({ scopes, features, tools }) => {
+    expect([...allowedTools(apiKey(scopes), { features }, tables)].sort()).toEqual([...tools].sort());
+  });
+
+  it('admins call no tools', () => {
+    expect(allowedTools(ADMIN, { features: ALL_FEATURES }, tables).size).toBe(0);
+  });
+
+  it('follows a change of licence for the same key state', () => {
+    const key = apiKey(['mcp:events']);
+    expect([...allowedTools(key, { features: NO_FEATURES }, tables)]).toEqual([]);
+    expect([...allowedTools(key, { features: ALL_FEATURES }, tables)]).toEqual(['record_event']);
+  });
+
+  it('effectiveScopes expands aliases and keeps what was granted', () => {
+    expect([...effectiveScopes(['events:write', 'mcp:tools'], tables)].sort()).toEqual(['events:write', 'mcp:calls', 'mcp:knowledge', 'mcp:tools', 'mcp:transcripts']);
+  });
+
+  it('effectiveScopes is memoised per granted array', () => {
+    const granted = ['mcp:tools'];
+    expect(effectiveScopes(granted, tables)).toBe(effectiveScopes(granted, tables));
+  });
+});

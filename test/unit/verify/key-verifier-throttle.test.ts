@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { keyPrefixOf } from '../../../src/credentials/key-format.ts';
+import { GatewayError } from '../../../src/http/errors.ts';
+import { MemoryFailureLimiter } from '../../../src/limits/failure-limiter.ts';
+import {
+  KEY_PREFIX_FAILURE_LIMIT,
+  KEY_PREFIX_FAILURE_WINDOW_MS,
+  KeyVerifier,
+  REJECTED_KEY_TTL_MS,
+} from '../../../src/verify/key-verifier.ts';
+import { codeOf, forgedKey, FrozenClock, KeyTable, tinyHasher } from './support.ts';
+
+const LIMIT = 3;
+const WINDOW_MS = 60_000;
+
+/** Guessing secrets behind a real prefix must not buy argon2 work, nor lock the real key out. */
+async function setup() {
+  const clock = new FrozenClock();
+  const hasher = tinyHasher();
+  const store = new KeyTable();
+  const limiter = new MemoryFailureLimiter({ limit: LIMIT, windowMs: WINDOW_MS, now: clock.now });
+  const replica = () => new KeyVerifier({ store, hasher, limiter, now: clock.now });
+  const verifier = replica();
+  const { key, row } = await store.add(hasher);
+  return { clock, hasher, store, limiter, verifier, replica, key, row, prefix: keyPrefixOf(key) };
+}
+
+describe('KeyVerifier: failed verifies are throttled per key prefix', () => {
+  it('after the limit, refuses new keys of the prefix with rate_limited and no work, and keeps serving the cached key', async () => {
+    const { verifier, hasher, store, key, row, prefix } = await setup();
+    await verifier.verify(key);
+    for (let i = 0; i < LIMIT; i++) expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');
+    const [hashes, reads] = [hasher.verifyCount, store.calls];
+
+    const error = await verifier.verify(forgedKey(prefix)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GatewayError);
+    expect((error as GatewayError).code).toBe('rate_limited');
+    expect((error as GatewayError).retryAfter).toBe(WINDOW_MS / 1000);
+    expect([hasher.verifyCount, store.calls]).toEqual([hashes, reads]);
+
+    expect(verifier.tryVerifyCached(key)?.keyId).toBe(row.id);
+    expect((await verifier.verify(key)).keyId).toBe(row.id);
+    expect(verifier.stats().throttled).toBe(1);
+  });
+
+  it('refuses the real key too where it is not cached (a fresh replica), until the window closes', async () => {
+    const { verifier, replica, hasher, clock, key, prefix } = await setup();
+    for (let i = 0; i < LIMIT; i++) await codeOf(() => verifier.verify(forgedKey(prefix)));
+    const fresh = replica();
+    expect(await codeOf(() => fresh.verify(key))).toBe('rate_limited');
+    expect(hasher.verifyCount).toBe(LIMIT);
+    clock.advance(WINDOW_MS);
+    expect((await fresh.verify(key)).keyId).toBe(1);
+  });
+
+  it('leaves other prefixes alone', async () => {
+    const { verifier, store, hasher, prefix } = await setup();
+    const other = await store.add(hasher);
+    for (let i = 0; i < LIMIT; i++) await codeOf(() => verifier.verify(forgedKey(prefix)));
+    expect((await verifier.verify(other.key)).keyId).toBe(other.row.id);
+  });
+
+  it('verifies one uncached key of a prefix at a time, refusing concurrent guesses', async () => {
+    const { verifier, hasher, prefix } = await setup();
+    const codes = await Promise.all(Array.from({ length: 10 }, () => codeOf(() => verifier.verify(forgedKey(prefix)))));
+    expect(codes.filter((code) => code === 'invalid_credential')).toHaveLength(1);
+    expect(codes.filter((code) => code === 'rate_limited')).toHaveLength(9);
+    expect(hasher.verifyCount).toBe(1);
+  });
+
+  it('by default allows KEY_PREFIX_FAILURE_LIMIT failures per window', async () => {
+    const clock = new FrozenClock();
+    const hasher = tinyHasher();
+    const store = new KeyTable();
+    const { key } = await store.add(hasher);
+    const verifier = new KeyVerifier({ store, hasher, now: clock.now });
+    const prefix = keyPrefixOf(key);
+    for (let i = 0; i < KEY_PREFIX_FAILURE_LIMIT; i++) expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');
+    expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('rate_limited');
+    clock.advance(KEY_PREFIX_FAILURE_WINDOW_MS);
+    expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');
+  });
+});
+
+describe('KeyVerifier: an exact wrong key is remembered briefly', () => {
+  it.each([
+    ['a wrong secret behind a real prefix', true, { hashes: 1, reads: 1 }],
+    ['an unknown prefix', false, { hashes: 0, reads: 1 }],
+  ])('refuses %s again from memory, then checks it again after REJECTED_KEY_TTL_MS', async (_what, realPrefix, once) => {
+    const { verifier, hasher, store, clock, prefix } = await setup();
+    const wrong = forgedKey(realPrefix ? prefix : 'ghk_00000000');
+    const reads = store.calls;
+    for (let i = 0; i < 5; i++) expect(await codeOf(() => verifier.verify(wrong))).toBe('invalid_credential');
+    expect({ hashes: hasher.verifyCount, reads: store.calls - reads }).toEqual(once);
+    expect(verifier.stats().rejectedHits).toBe(4);
+
+    clock.advance(REJECTED_KEY_TTL_MS - 1);
+    await codeOf(() => verifier.verify(wrong));
+    expect(hasher.verifyCount).toBe(once.hashes);
+    clock.advance(1);
+    await codeOf(() => verifier.verify(wrong));
+    expect({ hashes: hasher.verifyCount, reads: store.calls - reads }).toEqual({ hashes: once.hashes * 2, reads: 2 });
+  });
+
+  it('does not count a repeat as another failure of the prefix', async () => {
+    const { verifier, key, prefix } = await setup();
+    const wrong = forgedKey(prefix);
+    for (let i = 0; i < LIMIT * 3; i++) await codeOf(() => verifier.verify(wrong));
+    expect((await verifier.verify(key)).keyId).toBe(1);
+  });
+});
