@@ -6,11 +6,19 @@ import type { Config } from './config/load.ts';
 import { Argon2Hasher } from './crypto/argon2.ts';
 import { registerApiKeyRoutes } from './http/api-key-routes.ts';
 import { registerAuthRoutes } from './http/auth-routes.ts';
-import { errorHandler } from './http/error-handler.ts';
+import { errorHandler, sendProblem } from './http/error-handler.ts';
 import { GatewayError } from './http/errors.ts';
 import { KeyService, type KeyStateListener } from './keys/key-service.ts';
 import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
+import { Metrics } from './ops/metrics.ts';
+import { compileRoutes } from './policy/routes.ts';
+import { createAuthorizer, type Authorized } from './proxy/authorize.ts';
+import { registerForwarding } from './proxy/forward.ts';
+import { assertSingleHeaders } from './proxy/raw-headers.ts';
 import type { Store } from './store/store.ts';
+import { UsageRecorder } from './keys/usage-recorder.ts';
+import { KeyVerifier } from './verify/key-verifier.ts';
+import { clientErrorHandler } from './http/client-error.ts';
 
 export interface Deps {
   store: Store;
@@ -25,6 +33,9 @@ export interface Gateway {
   hasher: Argon2Hasher;
   sessions: SessionTokens;
   keys: KeyService;
+  verifier: KeyVerifier;
+  usage: UsageRecorder;
+  metrics: Metrics;
 }
 
 /** Builds the public fastify instance from its parts; `main.ts` listens. No module-level state. */
@@ -40,7 +51,13 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     bodyLimit: env.BODY_LIMIT,
     requestIdHeader: 'x-request-id',
     return503OnClosing: true,
+    clientErrorHandler,
+    // A target fastify's router cannot decode (`%zz`) is refused before any hook runs: answer it as problem+json too.
+    frameworkErrors: (error, request, reply) =>
+      sendProblem(reply, new GatewayError('ambiguous_path', 'The request path has a malformed percent-encoding', { cause: error }), request),
   });
+  // Node keeps the first of two Authorization or Host headers, another hop might read the last.
+  app.addHook('onRequest', async (request) => assertSingleHeaders(request.raw.rawHeaders));
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(() => {
     throw new GatewayError('not_found', 'No such endpoint');
@@ -61,7 +78,23 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     sessions,
     limiter: new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
   });
-  const listener: KeyStateListener = { keyChanged: async () => {} };
+  const metrics = new Metrics({ routes: config.tables.routes.map((route) => route.name) });
+  metrics.setKeyCounter(() => deps.store.countKeysByStatus(now()));
+  const usage = new UsageRecorder({
+    store: deps.store,
+    onError: (error) => app.log.warn({ err: error }, 'could not write last_used_at; kept for the next write'),
+  });
+  const verifier = new KeyVerifier({
+    store: deps.store,
+    hasher,
+    usage,
+    cacheSize: env.KEY_CACHE_SIZE,
+    stateTtlMs: env.KEY_CACHE_TTL,
+    now: () => now().getTime(),
+  });
+  const listener: KeyStateListener = {
+    keyChanged: async (keyId) => verifier.evict(keyId),
+  };
   const keys = new KeyService({ store: deps.store, hasher, licenceLimit: config.licence.apiKeys, listener, now });
 
   registerAuthRoutes(app, login, {
@@ -80,5 +113,31 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
         app.log.info({ event: 'key_revoked', adminId: admin.adminId, keyId, address }, 'API key revoked'),
     },
   });
-  return { app, hasher, sessions, keys };
+
+  const authorize = createAuthorizer({
+    routes: compileRoutes(config.tables),
+    tables: config.tables,
+    verifier,
+    sessions,
+    licence: config.licence,
+    now,
+    observe: ({ allowed, code, credential, route, seconds }) =>
+      metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
+  });
+  await registerForwarding(app, {
+    upstreamUrl: env.UPSTREAM_URL,
+    upstreamTimeoutMs: env.UPSTREAM_TIMEOUT,
+    forwardAuthorization: env.FORWARD_AUTHORIZATION,
+    bodyLimit: env.BODY_LIMIT,
+    authorize: async (request): Promise<Authorized> => {
+      const authorized = await authorize(request);
+      // MCP placeholder: until MCP messages are inspected, nothing is forwarded to the tool server.
+      if (authorized.route.mcp !== undefined) {
+        throw new GatewayError('method_not_allowed_for_key', 'MCP requests are not forwarded by this version');
+      }
+      return authorized;
+    },
+    upstreamObserved: (route, status, seconds) => metrics.upstream(route, status, seconds),
+  });
+  return { app, hasher, sessions, keys, verifier, usage, metrics };
 }

@@ -26,7 +26,7 @@ export async function serve(environment: Record<string, string | undefined> = pr
   });
 
   const state: OpsState = { draining: false };
-  const ops = buildOpsServer({ store, state });
+  const ops = buildOpsServer({ store, state, metrics: gateway.metrics });
   await listenOrExplain(() => app.listen({ port: env.PORT, host: env.HOST }), 'PORT', env.PORT);
   await listenOrExplain(() => ops.listen({ port: env.OPS_PORT, host: env.HOST }), 'OPS_PORT', env.OPS_PORT);
 
@@ -38,7 +38,9 @@ export async function serve(environment: Record<string, string | undefined> = pr
     app.log.info({ signal }, 'shutting down');
     const timer = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
     timer.unref();
+    // In-flight requests (streams included) finish within the grace; then the last uses are written.
     await app.close();
+    await gateway.usage.close().catch((error: unknown) => app.log.error({ err: error }, 'could not write the last key uses'));
     await ops.close();
     await store.close();
     process.exit(0);

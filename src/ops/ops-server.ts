@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Store } from '../store/store.ts';
+import type { Metrics } from './metrics.ts';
 import { VERSION } from '../version.ts';
 
 export interface OpsState {
@@ -8,14 +9,19 @@ export interface OpsState {
 }
 
 /** `/healthz` and `/readyz` on OPS_PORT, never on the public port. */
-export function buildOpsServer(deps: { store: Store; state: OpsState }): FastifyInstance {
+export function buildOpsServer(deps: { store: Store; state: OpsState; metrics: Metrics }): FastifyInstance {
   const ops = Fastify({ logger: false });
+  ops.get('/metrics', async (_request, reply) => {
+    const { contentType, body } = await deps.metrics.scrape();
+    return reply.type(contentType).send(body);
+  });
   ops.get('/healthz', async () => ({ status: 'ok', version: VERSION }));
   ops.get('/readyz', async (_request, reply) => {
     const store = await deps.store.ping().then(
       () => ({ status: 'ok' as const }),
       () => ({ status: 'down' as const }),
     );
+    deps.metrics.setDependencyUp('store', store.status === 'ok');
     const ready = !deps.state.draining && store.status === 'ok';
     return reply.code(ready ? 200 : 503).send({
       status: ready ? 'ready' : deps.state.draining ? 'draining' : 'not_ready',

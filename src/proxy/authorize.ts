@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { SessionTokens } from '../admin/sessions.ts';
 import { extractBearer, type BearerCredential } from '../credentials/bearer.ts';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError, type ErrorCode } from '../http/errors.ts';
 import { decide, type Decision } from '../policy/decide.ts';
 import type { Principal } from '../policy/principal.ts';
 import type { CompiledRoute, RouteMatcher } from '../policy/routes.ts';
@@ -16,6 +16,17 @@ export interface AuthorizerDeps {
   sessions: SessionTokens;
   licence: { features: ReadonlySet<string> };
   now: () => Date;
+  /** Told of every decision, allowed or refused (metrics); `route` is the route-table name or undefined. */
+  observe?: (decision: ObservedDecision) => void;
+}
+
+export interface ObservedDecision {
+  allowed: boolean;
+  /** The stable code of a refusal. */
+  code: ErrorCode | undefined;
+  credential: 'api_key' | 'admin' | 'none';
+  route: string | undefined;
+  seconds: number;
 }
 
 export interface Authorized {
@@ -28,9 +39,33 @@ export interface Authorized {
  * Throws a GatewayError for every refusal; returns the principal the upstream will be told of.
  */
 export function createAuthorizer(deps: AuthorizerDeps) {
-  const { routes, tables, verifier, sessions, licence, now } = deps;
+  const { routes, tables, verifier, sessions, licence, now, observe } = deps;
+  if (!observe) return decideRequest;
 
-  return async function authorize(request: FastifyRequest): Promise<Authorized> {
+  return async function authorizeObserved(request: FastifyRequest): Promise<Authorized> {
+    const started = performance.now();
+    try {
+      const authorized = await decideRequest(request);
+      observe({ allowed: true, code: undefined, credential: credentialKindOf(authorized.principal), route: authorized.route.name, seconds: (performance.now() - started) / 1000 });
+      return authorized;
+    } catch (error) {
+      const code = error instanceof GatewayError ? error.code : 'internal_error';
+      const bearer = extractBearer(request.headers.authorization).kind;
+      const credential = bearer === 'api_key' ? 'api_key' : bearer === 'jwt' ? 'admin' : 'none';
+      observe({ allowed: false, code, credential, route: routeNameOf(request), seconds: (performance.now() - started) / 1000 });
+      throw error;
+    }
+  };
+
+  function routeNameOf(request: FastifyRequest): string | undefined {
+    try {
+      return routes.match(request.raw.method ?? 'GET', parseRequestTarget(request.raw.url ?? '').path)?.route.name;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function decideRequest(request: FastifyRequest): Promise<Authorized> {
     const { path } = parseRequestTarget(request.raw.url ?? '');
     const match = routes.match(request.raw.method ?? 'GET', path);
     if (!match) throw new GatewayError('not_found', 'No route matches this request');
@@ -50,7 +85,7 @@ export function createAuthorizer(deps: AuthorizerDeps) {
       throw new GatewayError(decision.code, decision.detail, decision.scope === undefined ? {} : { scope: decision.scope });
     }
     return { route, principal };
-  };
+  }
 
   /** Verifies the credential the route expects; the other kind is refused by its shape, with no I/O. */
   async function principalOf(credential: BearerCredential, expected: 'api_key' | 'admin'): Promise<Principal | null> {
@@ -67,4 +102,8 @@ export function createAuthorizer(deps: AuthorizerDeps) {
         return { kind: 'admin', adminId: (await sessions.verify(credential.token)).adminId };
     }
   }
+}
+
+function credentialKindOf(principal: Principal | null): 'api_key' | 'admin' | 'none' {
+  return principal === null ? 'none' : principal.kind;
 }

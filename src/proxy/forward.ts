@@ -1,4 +1,5 @@
 import httpProxy from '@fastify/http-proxy';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GatewayError } from '../http/errors.ts';
 import type { Principal } from '../policy/principal.ts';
@@ -10,7 +11,17 @@ export interface ForwardOptions {
   /** Milliseconds to wait for the upstream's response headers before 504. */
   upstreamTimeoutMs: number;
   forwardAuthorization: boolean;
+  /** Largest body forwarded, in bytes (`BODY_LIMIT`). */
+  bodyLimit: number;
   authorize: (request: FastifyRequest) => Promise<Authorized>;
+  /** Told of every upstream exchange: the route name, the status or how it failed, and its duration. */
+  upstreamObserved?: (route: string, status: number | 'error' | 'timeout', seconds: number) => void;
+}
+
+interface Forwarding {
+  principal: Principal | null;
+  route: string;
+  started: number;
 }
 
 /**
@@ -19,12 +30,28 @@ export interface ForwardOptions {
  * `text/event-stream`) stream through; WebSocket upgrades pass the same hook.
  */
 export async function registerForwarding(app: FastifyInstance, options: ForwardOptions): Promise<void> {
-  const principals = new WeakMap<FastifyRequest, Principal | null>();
+  const forwarding = new WeakMap<FastifyRequest, Forwarding>();
+  const observed = options.upstreamObserved;
+  const upstreamHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders) =>
+    rewriteUpstreamHeaders(headers, {
+      identity: identityHeadersOf(forwarding.get(request)?.principal ?? null),
+      clientAddress: request.ip,
+      protocol: request.protocol,
+      host: request.headers.host,
+      forwardAuthorization: options.forwardAuthorization,
+    });
   await app.register(async (scope) => {
     scope.addHook('onRequest', async (request) => {
-      const { principal } = await options.authorize(request);
-      principals.set(request, principal);
+      refuseOversizedBody(request, options.bodyLimit);
+      const { principal, route } = await options.authorize(request);
+      forwarding.set(request, { principal, route: route.name, started: performance.now() });
     });
+    if (observed) {
+      scope.addHook('onResponse', async (request, reply) => {
+        const entry = forwarding.get(request);
+        if (entry) observed(entry.route, reply.statusCode, (performance.now() - entry.started) / 1000);
+      });
+    }
     await scope.register(httpProxy, {
       upstream: options.upstreamUrl,
       prefix: '/',
@@ -38,26 +65,52 @@ export async function registerForwarding(app: FastifyInstance, options: ForwardO
         // Streams (SSE) may idle for long; only the wait for response headers is bounded.
         bodyTimeout: 0,
       },
+      // The upgrade passed the same onRequest hook; the upstream's handshake carries the same rewritten headers.
+      wsClientOptions: {
+        rewriteRequestHeaders: (_headers: unknown, request: FastifyRequest) => upstreamHeaders(request, webSocketHeadersOf(request.headers)),
+      },
       replyOptions: {
-        rewriteRequestHeaders: (request, headers) =>
-          rewriteUpstreamHeaders(headers, {
-            identity: identityHeadersOf(principals.get(request) ?? null),
-            clientAddress: request.ip,
-            protocol: request.protocol,
-            host: request.headers.host,
-            forwardAuthorization: options.forwardAuthorization,
-          }),
+        rewriteRequestHeaders: (request: FastifyRequest, headers: IncomingHttpHeaders) => upstreamHeaders(request, headers),
         // reply.send(error) goes through the app's error handler: problem+json 502 or 504.
         onError: (reply: FastifyReply, { error }: { error: Error & { code?: string; statusCode?: number } }) => {
-          reply.send(upstreamError(error));
+          const gatewayError = upstreamError(error);
+          const entry = forwarding.get(reply.request);
+          if (entry && observed) {
+            observed(entry.route, gatewayError.code === 'upstream_timeout' ? 'timeout' : 'error', (performance.now() - entry.started) / 1000);
+            forwarding.delete(reply.request);
+          }
+          reply.send(gatewayError);
         },
       },
-    } as Parameters<typeof httpProxy>[1]);
+    } as unknown as Parameters<typeof httpProxy>[1]);
   });
 }
 
+/** The WebSocket client opens its own handshake: the client's handshake and hop-by-hop headers are not copied. */
+const WEBSOCKET_OWN = /^(?:host|connection|upgrade|keep-alive|te|trailer|transfer-encoding|proxy-.*|content-length|sec-websocket-.*)$/;
+
+function webSocketHeadersOf(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const copy: IncomingHttpHeaders = {};
+  const named = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((name) => name.trim()));
+  for (const [name, value] of Object.entries(headers)) {
+    if (!WEBSOCKET_OWN.test(name) && !named.has(name)) copy[name] = value;
+  }
+  return copy;
+}
+
+/**
+ * A declared body over the limit is refused before a byte of it is read. A chunked body is
+ * streamed to the upstream as it comes; its size is the upstream's to bound.
+ */
+function refuseOversizedBody(request: FastifyRequest, bodyLimit: number): void {
+  const declared = request.headers['content-length'];
+  if (declared !== undefined && Number(declared) > bodyLimit) {
+    throw new GatewayError('payload_too_large', `The request body is larger than ${bodyLimit} bytes`);
+  }
+}
+
 function upstreamError(error: Error & { code?: string; statusCode?: number }): GatewayError {
-  const timedOut = error.statusCode === 504 || error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT';
+  const timedOut = error.statusCode === 504 || error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT' || error.code === 'UND_ERR_HEADERS_TIMEOUT';
   return timedOut
     ? new GatewayError('upstream_timeout', 'The upstream did not answer in time', { cause: error })
     : new GatewayError('upstream_unavailable', 'The upstream could not be reached', { cause: error });

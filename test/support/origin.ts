@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
 
 export interface ReceivedRequest {
   method: string;
@@ -24,6 +25,7 @@ export interface Origin {
  * gateway forwarded (and that refused requests never arrived). Special paths:
  *  - `/sse/…`      answers a text/event-stream of three events, 100 ms apart;
  *  - `/slow/…`     waits 3 s before answering (for upstream timeouts);
+ *  - a WebSocket upgrade on any path is recorded (body `websocket`) and echoes every message;
  *  - anything else answers 200 `{"ok": true, "path": …}`.
  */
 export async function startOrigin(): Promise<Origin> {
@@ -60,6 +62,11 @@ export async function startOrigin(): Promise<Origin> {
       response.end(JSON.stringify({ ok: true, path: url }));
     });
   });
+  const sockets = new WebSocketServer({ server });
+  sockets.on('connection', (socket, request) => {
+    received.push({ method: request.method ?? '', url: request.url ?? '', headers: request.headers, rawHeaders: request.rawHeaders, body: 'websocket' });
+    socket.on('message', (data, binary) => socket.send(binary ? data : `echo: ${String(data)}`));
+  });
   server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -71,6 +78,8 @@ export async function startOrigin(): Promise<Origin> {
     clear: () => void received.splice(0),
     close: () =>
       new Promise<void>((resolve) => {
+        for (const socket of sockets.clients) socket.terminate();
+        sockets.close();
         server.closeAllConnections();
         server.close(() => resolve());
       }),
