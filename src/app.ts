@@ -1,4 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { LoginService, LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS } from './admin/login.ts';
 import { SessionTokens } from './admin/sessions.ts';
@@ -19,6 +20,7 @@ import type { Store } from './store/store.ts';
 import { UsageRecorder } from './keys/usage-recorder.ts';
 import { KeyVerifier } from './verify/key-verifier.ts';
 import { clientErrorHandler } from './http/client-error.ts';
+import { exportVerifierStats } from './ops/verifier-metrics.ts';
 
 export interface Deps {
   store: Store;
@@ -38,6 +40,13 @@ export interface Gateway {
   metrics: Metrics;
 }
 
+const REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+
+function requestIdOf(request: IncomingMessage): string {
+  const offered = request.headers['x-request-id'];
+  return typeof offered === 'string' && REQUEST_ID.test(offered) ? offered : randomUUID();
+}
+
 /** Builds the public fastify instance from its parts; `main.ts` listens. No module-level state. */
 export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const { env } = config;
@@ -49,12 +58,17 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     },
     disableRequestLogging: true,
     bodyLimit: env.BODY_LIMIT,
-    requestIdHeader: 'x-request-id',
+    // A client's x-request-id is kept when it is a plain token, so traces join up; anything else is replaced.
+    requestIdHeader: false,
+    genReqId: requestIdOf,
     return503OnClosing: true,
     clientErrorHandler,
     // A target fastify's router cannot decode (`%zz`) is refused before any hook runs: answer it as problem+json too.
     frameworkErrors: (error, request, reply) =>
       sendProblem(reply, new GatewayError('ambiguous_path', 'The request path has a malformed percent-encoding', { cause: error }), request),
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
   });
   // Node keeps the first of two Authorization or Host headers, another hop might read the last.
   app.addHook('onRequest', async (request) => assertSingleHeaders(request.raw.rawHeaders));
@@ -97,9 +111,21 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   };
   const keys = new KeyService({ store: deps.store, hasher, licenceLimit: config.licence.apiKeys, listener, now });
 
+  exportVerifierStats(metrics, () => verifier.stats());
   registerAuthRoutes(app, login, {
-    loginSucceeded: (adminId, address) => app.log.info({ event: 'login_succeeded', adminId, address }, 'admin logged in'),
-    loginFailed: (adminId, address) => app.log.warn({ event: 'login_failed', adminId, address }, 'admin login failed'),
+    loginThrottled: (address) => {
+      metrics.login('throttled');
+      metrics.throttled('login');
+      app.log.warn({ event: 'login_throttled', address }, 'admin login throttled');
+    },
+    loginSucceeded: (adminId, address) => {
+      metrics.login('success');
+      app.log.info({ event: 'login_succeeded', adminId, address }, 'admin logged in');
+    },
+    loginFailed: (adminId, address) => {
+      metrics.login('failure');
+      app.log.warn({ event: 'login_failed', adminId, address }, 'admin login failed');
+    },
   });
   registerApiKeyRoutes(app, {
     keys,

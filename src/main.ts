@@ -5,7 +5,10 @@ import { buildOpsServer, type OpsState } from './ops/ops-server.ts';
 import { openStore } from './store/open.ts';
 import type { Store } from './store/store.ts';
 
+/** The whole shutdown, at most; past it the process exits 1 whatever is left. */
 const SHUTDOWN_GRACE_MS = 10_000;
+/** In-flight requests and streams get this long to finish before their connections are closed. */
+const DRAIN_MS = 8_000;
 
 /** The process: configuration, store, listeners, signals. Everything else is built by `build()`. */
 export async function serve(environment: Record<string, string | undefined> = process.env): Promise<void> {
@@ -38,8 +41,10 @@ export async function serve(environment: Record<string, string | undefined> = pr
     app.log.info({ signal }, 'shutting down');
     const timer = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
     timer.unref();
-    // In-flight requests (streams included) finish within the grace; then the last uses are written.
+    // In-flight requests (streams included) finish within DRAIN_MS; then the last uses are written.
+    const drainLimit = setTimeout(() => app.server.closeAllConnections(), DRAIN_MS);
     await app.close();
+    clearTimeout(drainLimit);
     await gateway.usage.close().catch((error: unknown) => app.log.error({ err: error }, 'could not write the last key uses'));
     await ops.close();
     await store.close();

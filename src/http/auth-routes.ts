@@ -21,6 +21,8 @@ export const loginResponseSchema = z.object({
 export interface LoginEvents {
   loginSucceeded(adminId: number, clientAddress: string): void;
   loginFailed(adminId: number | null, clientAddress: string): void;
+  /** Answered 429 before any password work. */
+  loginThrottled?(clientAddress: string): void;
 }
 
 export function registerAuthRoutes(app: FastifyInstance, login: LoginService, events: LoginEvents): void {
@@ -31,7 +33,10 @@ export function registerAuthRoutes(app: FastifyInstance, login: LoginService, ev
         errors: body.error.issues.map((issue) => ({ field: issue.path.join('.') || 'body', message: issue.message })),
       });
     }
-    const outcome = await login.login(body.data.email, body.data.password, request.ip);
+    const outcome = await login.login(body.data.email, body.data.password, request.ip).catch((error: unknown) => {
+      if (error instanceof GatewayError && error.code === 'rate_limited') events.loginThrottled?.(request.ip);
+      throw error;
+    });
     if (!outcome.ok) {
       events.loginFailed(outcome.adminId, request.ip);
       throw new GatewayError('invalid_credential', 'Invalid email or password');

@@ -115,6 +115,7 @@ export class Metrics {
   readonly #failOpen: Counter;
   readonly #dependencyUp: Gauge<'dependency'>;
   #keyCounter: (() => KeyCounts | Promise<KeyCounts>) | undefined;
+  readonly #scrapeHooks: Array<() => void> = [];
 
   readonly #decisionChildren = new Map<string, { count: Inc; duration: Observe }>();
   readonly #upstreamChildren = new Map<string, Observe>();
@@ -245,7 +246,7 @@ export class Metrics {
     child.observe(seconds);
   }
 
-  cacheLookup(tier: CacheTier, result: CacheResult): void {
+  cacheLookup(tier: CacheTier, result: CacheResult, count = 1): void {
     const t = TIERS.has(tier) ? tier : OTHER;
     const r = CACHE_RESULTS.has(result) ? result : OTHER;
     const key = `${t}|${r}`;
@@ -254,15 +255,23 @@ export class Metrics {
       child = this.#cacheLookups.labels(t, r);
       this.#cacheChildren.set(key, child);
     }
-    child.inc();
+    child.inc(count);
   }
 
-  argon2Verify(result: Argon2Result): void {
-    countOne(this.#argon2, this.#argon2Children, ARGON2_RESULTS.has(result) ? result : OTHER);
+  argon2Verify(result: Argon2Result, count = 1): void {
+    countOne(this.#argon2, this.#argon2Children, ARGON2_RESULTS.has(result) ? result : OTHER, count);
   }
 
-  throttled(kind: ThrottleKind): void {
-    countOne(this.#throttled, this.#throttledChildren, THROTTLE_KINDS.has(kind) ? kind : OTHER);
+  throttled(kind: ThrottleKind, count = 1): void {
+    countOne(this.#throttled, this.#throttledChildren, THROTTLE_KINDS.has(kind) ? kind : OTHER, count);
+  }
+
+  /**
+   * Runs `collect` before every scrape: counters kept by hot-path components as plain numbers
+   * (the verifier's stats) are added here, so the request path touches no metric object.
+   */
+  onScrape(collect: () => void): void {
+    this.#scrapeHooks.push(collect);
   }
 
   login(result: LoginResult): void {
@@ -302,6 +311,7 @@ export class Metrics {
 
   /** The exposition text for `GET /metrics`. */
   async scrape(): Promise<{ contentType: string; body: string }> {
+    for (const collect of this.#scrapeHooks) collect();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
@@ -320,13 +330,13 @@ export class Metrics {
 }
 
 /** Increments a one-label counter through its cached child. */
-function countOne(counter: Counter<string>, children: Map<string, Inc>, value: string): void {
+function countOne(counter: Counter<string>, children: Map<string, Inc>, value: string, count = 1): void {
   let child = children.get(value);
   if (child === undefined) {
     child = counter.labels(value);
     children.set(value, child);
   }
-  child.inc();
+  child.inc(count);
 }
 
 function statusClassOf(status: UpstreamStatus): string {

@@ -1,5 +1,6 @@
 import httpProxy from '@fastify/http-proxy';
 import type { IncomingHttpHeaders } from 'node:http';
+import { Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GatewayError } from '../http/errors.ts';
 import type { Principal } from '../policy/principal.ts';
@@ -39,12 +40,18 @@ export async function registerForwarding(app: FastifyInstance, options: ForwardO
       protocol: request.protocol,
       host: request.headers.host,
       forwardAuthorization: options.forwardAuthorization,
+      requestId: request.id,
     });
   await app.register(async (scope) => {
     scope.addHook('onRequest', async (request) => {
       refuseOversizedBody(request, options.bodyLimit);
       const { principal, route } = await options.authorize(request);
       forwarding.set(request, { principal, route: route.name, started: performance.now() });
+    });
+    scope.addHook('preHandler', async (request) => {
+      if (request.body instanceof Readable && request.headers['content-length'] === undefined) {
+        request.body = request.body.pipe(bodyLimiter(options.bodyLimit));
+      }
     });
     if (observed) {
       scope.addHook('onResponse', async (request, reply) => {
@@ -109,9 +116,32 @@ function refuseOversizedBody(request: FastifyRequest, bodyLimit: number): void {
   }
 }
 
+const BODY_TOO_LARGE = 'GATEHOUSE_BODY_TOO_LARGE';
+
+/** Passes a chunked body through until it exceeds `limit` bytes, then fails the forward with 413. */
+function bodyLimiter(limit: number): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      seen += chunk.length;
+      if (seen > limit) callback(Object.assign(new Error(`The request body is larger than ${limit} bytes`), { code: BODY_TOO_LARGE }));
+      else callback(null, chunk);
+    },
+  });
+}
+
 function upstreamError(error: Error & { code?: string; statusCode?: number }): GatewayError {
+  const tooLarge = findCause(error, (cause) => cause.code === BODY_TOO_LARGE);
+  if (tooLarge) return new GatewayError('payload_too_large', tooLarge.message);
   const timedOut = error.statusCode === 504 || error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT' || error.code === 'UND_ERR_HEADERS_TIMEOUT';
   return timedOut
     ? new GatewayError('upstream_timeout', 'The upstream did not answer in time', { cause: error })
     : new GatewayError('upstream_unavailable', 'The upstream could not be reached', { cause: error });
+}
+
+function findCause(error: unknown, test: (cause: Error & { code?: string }) => boolean): (Error & { code?: string }) | undefined {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
+    if (test(cause)) return cause;
+  }
+  return undefined;
 }

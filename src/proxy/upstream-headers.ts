@@ -54,6 +54,8 @@ export interface ForwardContext {
   /** The Host the client used, as received. */
   host: string | undefined;
   forwardAuthorization: boolean;
+  /** The request id the gateway logged this request under, passed on as `x-request-id`. */
+  requestId?: string;
 }
 
 /**
@@ -68,6 +70,7 @@ export function rewriteUpstreamHeaders(headers: IncomingHttpHeaders, context: Fo
   headers['x-forwarded-for'] = context.clientAddress;
   headers['x-forwarded-proto'] = context.protocol;
   if (context.host !== undefined) headers['x-forwarded-host'] = context.host;
+  if (context.requestId !== undefined) headers['x-request-id'] = context.requestId;
   Object.assign(headers, context.identity);
   return headers;
 }

@@ -65,6 +65,24 @@ describe('attack: request smuggling, duplicate and oversized headers', () => {
     expect(f.origin.received).toHaveLength(0);
   });
 
+  it('stops a chunked body at the limit with 413 and the upstream never receives a complete request', async () => {
+    f.origin.clear();
+    const chunk = 'x'.repeat(64 * 1024);
+    const chunks = Array.from({ length: 20 }, () => `${chunk.length.toString(16)}\r\n${chunk}\r\n`).join('');
+    const response = await rawRequest(f.port, head(['Content-Type: application/octet-stream', 'Transfer-Encoding: chunked', '', chunks + '0\r\n\r\n']));
+    expect(response.status).toBe(413);
+    expect(JSON.parse(response.body)).toMatchObject({ code: 'payload_too_large' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(f.origin.received).toHaveLength(0);
+  });
+
+  it('forwards a chunked body under the limit whole', async () => {
+    f.origin.clear();
+    const response = await rawRequest(f.port, head(['Content-Type: application/json', 'Transfer-Encoding: chunked', 'Connection: close', '', '2\r\n{}\r\n0\r\n\r\n']));
+    expect(response.status).toBe(200);
+    expect(f.origin.received.map((received) => received.body)).toEqual(['{}']);
+  });
+
   it('a refused request gets a problem+json body', async () => {
     const response = await rawRequest(f.port, head(['Content-Length: 2', 'Content-Length: 40', '', '{}']));
     expect(response.headers['content-type']).toContain('application/problem+json');
