@@ -28,6 +28,7 @@ export async function serve(environment: Record<string, string | undefined> = pr
     announce: (lines) => process.stdout.write(lines.join('\n') + '\n'),
   });
 
+  gateway.metrics.setDependencyUp('store', true);
   const state: OpsState = { draining: false };
   const ops = buildOpsServer({ store, state, metrics: gateway.metrics });
   await listenOrExplain(() => app.listen({ port: env.PORT, host: env.HOST }), 'PORT', env.PORT);
