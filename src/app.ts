@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { LoginService, LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS } from './admin/login.ts';
 import { SessionTokens } from './admin/sessions.ts';
 import type { Config } from './config/load.ts';
@@ -13,14 +13,25 @@ import { KeyService, type KeyStateListener } from './keys/key-service.ts';
 import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
 import { Metrics } from './ops/metrics.ts';
 import { compileRoutes } from './policy/routes.ts';
-import { createAuthorizer, type Authorized } from './proxy/authorize.ts';
+import { createAuthorizer, type AuthorizerDeps } from './proxy/authorize.ts';
 import { registerForwarding } from './proxy/forward.ts';
+import { Upstream } from './proxy/upstream.ts';
+import { registerMcp } from './mcp/mcp-routes.ts';
+import { MemorySessionBindings, type SessionBindings } from './mcp/session-bindings.ts';
+import { RedisSessionBindings } from './mcp/redis-session-bindings.ts';
 import { assertSingleHeaders } from './proxy/raw-headers.ts';
 import type { Store } from './store/store.ts';
+import { createKeyStateListener } from './redis/key-state-listener.ts';
+import { RedisTier } from './redis/redis-tier.ts';
 import { UsageRecorder } from './keys/usage-recorder.ts';
-import { KeyVerifier } from './verify/key-verifier.ts';
+import { KeyVerifier, KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS } from './verify/key-verifier.ts';
 import { clientErrorHandler } from './http/client-error.ts';
+import { installLingeringClose, isLingering } from './http/lingering-close.ts';
 import { exportVerifierStats } from './ops/verifier-metrics.ts';
+import { AuditTrail } from './audit/audit-trail.ts';
+import { registerAuditRoutes } from './http/audit-routes.ts';
+import { registerOpenApi } from './http/openapi.ts';
+import { VERSION } from './version.ts';
 
 export interface Deps {
   store: Store;
@@ -38,7 +49,12 @@ export interface Gateway {
   verifier: KeyVerifier;
   usage: UsageRecorder;
   metrics: Metrics;
+  /** Shared with other replicas (REDIS_URL); undefined for a single replica. */
+  redis: RedisTier | undefined;
 }
+
+/** How long a closing connection's late request bytes are read and dropped so its last answer arrives (nginx: 5 s idle). */
+const LINGER_MS = 2_000;
 
 const REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
@@ -56,7 +72,8 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
       level: env.LOG_LEVEL,
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
     },
-    disableRequestLogging: true,
+    // No line per request: the allow path logs nothing, denials log one line each (their own hook).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: env.BODY_LIMIT,
     // A client's x-request-id is kept when it is a plain token, so traces join up; anything else is replaced.
     requestIdHeader: false,
@@ -67,11 +84,25 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     frameworkErrors: (error, request, reply) =>
       sendProblem(reply, new GatewayError('ambiguous_path', 'The request path has a malformed percent-encoding', { cause: error }), request),
   });
-  app.addHook('onRequest', async (request, reply) => {
+  // Every answer carries the request id; and Node keeps the first of two Authorization or Host
+  // headers where another hop might read the last. One callback hook: no promise per request.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (isLingering(request.raw.socket)) {
+      // Bytes a client sent after its connection was closed: never served, never forwarded.
+      reply.hijack();
+      request.raw.socket.destroy();
+      return;
+    }
     reply.header('x-request-id', request.id);
+    try {
+      assertSingleHeaders(request.raw.rawHeaders);
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    done();
   });
-  // Node keeps the first of two Authorization or Host headers, another hop might read the last.
-  app.addHook('onRequest', async (request) => assertSingleHeaders(request.raw.rawHeaders));
+  installLingeringClose(app.server, LINGER_MS);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(() => {
     throw new GatewayError('not_found', 'No such endpoint');
@@ -86,11 +117,16 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   });
   const secret = env.JWT_SECRET ?? (await deps.store.getOrCreateSetting('jwt_secret', randomBytes(32).toString('base64url')));
   const sessions = new SessionTokens({ secret: new TextEncoder().encode(secret), ttlSeconds: env.ADMIN_SESSION_TTL, now });
+  // Opened without waiting for Redis: with Redis away the gateway starts and serves through the store.
+  const redis = env.REDIS_URL === undefined ? undefined : await RedisTier.open({ url: env.REDIS_URL, store: deps.store, log: app.log });
+  if (redis !== undefined) app.addHook('onClose', () => redis.close());
   const login = new LoginService({
     store: deps.store,
     hasher,
     sessions,
-    limiter: new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
+    limiter:
+      redis?.limiter('login', LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS) ??
+      new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
   });
   const metrics = new Metrics({ routes: config.tables.routes.map((route) => route.name) });
   metrics.setKeyCounter(() => deps.store.countKeysByStatus(now()));
@@ -105,13 +141,29 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     cacheSize: env.KEY_CACHE_SIZE,
     stateTtlMs: env.KEY_CACHE_TTL,
     now: () => now().getTime(),
+    limiter: redis?.limiter('key_prefix', KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS),
+    shared: redis?.identity,
   });
-  const listener: KeyStateListener = {
-    keyChanged: async (keyId) => verifier.evict(keyId),
-  };
+  // Degraded (state read from the store on every request) until subscribed to the revocation channel.
+  const revocations = redis?.startRevocations({
+    evict: (keyId) => verifier.evict(keyId),
+    setDegraded: (degraded) => verifier.setDegraded(degraded),
+  });
+  redis?.onStatus((up) => metrics.setDependencyUp('redis', up));
+  const listener: KeyStateListener = createKeyStateListener({
+    evict: (keyId) => verifier.evict(keyId),
+    bus: revocations,
+    observe: (barrier) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed),
+  });
   const keys = new KeyService({ store: deps.store, hasher, licenceLimit: config.licence.apiKeys, listener, now });
 
   exportVerifierStats(metrics, () => verifier.stats());
+  const audit = new AuditTrail({
+    store: deps.store,
+    now,
+    onError: (error) => app.log.error({ err: error }, 'could not write an audit event'),
+  });
+  app.addHook('onClose', () => audit.flush());
   registerAuthRoutes(app, login, {
     loginThrottled: (address) => {
       metrics.login('throttled');
@@ -121,10 +173,13 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     loginSucceeded: (adminId, address) => {
       metrics.login('success');
       app.log.info({ event: 'login_succeeded', adminId, address }, 'admin logged in');
+      audit.record({ action: 'login_succeeded', actorKind: 'admin', actorId: String(adminId), subjectId: String(adminId), clientAddress: address });
     },
     loginFailed: (adminId, address) => {
       metrics.login('failure');
       app.log.warn({ event: 'login_failed', adminId, address }, 'admin login failed');
+      // adminId is null for an unknown email; the email itself is not kept (it may be a mistyped password).
+      audit.record({ action: 'login_failed', actorKind: null, actorId: null, subjectId: adminId === null ? null : String(adminId), clientAddress: address });
     },
   });
   registerApiKeyRoutes(app, {
@@ -133,37 +188,51 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     knownScopes: config.knownScopes,
     now,
     events: {
-      keyCreated: (admin, keyId, address) =>
-        app.log.info({ event: 'key_created', adminId: admin.adminId, keyId, address }, 'API key created'),
-      keyRevoked: (admin, keyId, address) =>
-        app.log.info({ event: 'key_revoked', adminId: admin.adminId, keyId, address }, 'API key revoked'),
+      keyCreated: (admin, keyId, address) => {
+        app.log.info({ event: 'key_created', adminId: admin.adminId, keyId, address }, 'API key created');
+        audit.record({ action: 'key_created', actorKind: 'admin', actorId: String(admin.adminId), subjectId: String(keyId), clientAddress: address });
+      },
+      keyRevoked: (admin, keyId, address) => {
+        app.log.info({ event: 'key_revoked', adminId: admin.adminId, keyId, address }, 'API key revoked');
+        audit.record({ action: 'key_revoked', actorKind: 'admin', actorId: String(admin.adminId), subjectId: String(keyId), clientAddress: address });
+      },
     },
   });
+  registerAuditRoutes(app, { audit, sessions });
+  await registerOpenApi(app, { knownScopes: config.knownScopes, version: VERSION, openapi: env.OPENAPI_ENABLED, docs: env.DOCS_ENABLED });
 
-  const authorize = createAuthorizer({
-    routes: compileRoutes(config.tables),
-    tables: config.tables,
-    verifier,
-    sessions,
-    licence: config.licence,
-    now,
-    observe: ({ allowed, code, credential, route, seconds }) =>
-      metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
+  const authorizerDeps = { routes: compileRoutes(config.tables), tables: config.tables, verifier, sessions, licence: config.licence, now };
+  const observeDecision: AuthorizerDeps['observe'] = ({ allowed, code, credential, route, seconds }) =>
+    metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds);
+  const authorize = createAuthorizer({ ...authorizerDeps, observe: observeDecision });
+  // One pool of upstream connections for the whole gateway: generic forwarding, WebSockets and MCP.
+  const upstream = new Upstream({
+    url: env.UPSTREAM_URL,
+    timeoutMs: env.UPSTREAM_TIMEOUT,
+    observed: (route, status, seconds) => metrics.upstream(route, status, seconds),
   });
-  await registerForwarding(app, {
-    upstreamUrl: env.UPSTREAM_URL,
-    upstreamTimeoutMs: env.UPSTREAM_TIMEOUT,
+  app.addHook('onClose', () => upstream.close());
+  registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize });
+  // The MCP paths: messages decided before forwarding, sessions bound to their key (shared through Redis when set).
+  const bindings: SessionBindings =
+    redis === undefined
+      ? new MemorySessionBindings()
+      : new RedisSessionBindings({
+          redis: redis.commands,
+          prefix: redis.prefix,
+          onError: (error) => app.log.debug({ err: error }, 'MCP session binding kept in this replica only'),
+        });
+  await registerMcp(app, {
+    upstream,
     forwardAuthorization: env.FORWARD_AUTHORIZATION,
     bodyLimit: env.BODY_LIMIT,
-    authorize: async (request): Promise<Authorized> => {
-      const authorized = await authorize(request);
-      // MCP placeholder: until MCP messages are inspected, nothing is forwarded to the tool server.
-      if (authorized.route.mcp !== undefined) {
-        throw new GatewayError('method_not_allowed_for_key', 'MCP requests are not forwarded by this version');
-      }
-      return authorized;
-    },
-    upstreamObserved: (route, status, seconds) => metrics.upstream(route, status, seconds),
+    tables: config.tables,
+    licence: config.licence,
+    now,
+    // Observed once per request by registerMcp, after the messages are decided.
+    authorize: createAuthorizer(authorizerDeps),
+    bindings,
+    observe: observeDecision,
   });
-  return { app, hasher, sessions, keys, verifier, usage, metrics };
+  return { app, hasher, sessions, keys, verifier, usage, metrics, redis };
 }

@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from './config/load.ts';
 import { buildOpsServer, type OpsState } from './ops/ops-server.ts';
 import { openStore } from './store/open.ts';
 import type { Store } from './store/store.ts';
+import { guardStore } from './store/unavailable.ts';
 
 /** The whole shutdown, at most; past it the process exits 1 whatever is left. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -16,7 +17,8 @@ export async function serve(environment: Record<string, string | undefined> = pr
   const { env } = config;
   let store: Store;
   try {
-    store = await openStore({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR });
+    // Guarded: while the database is unreachable, requests that need it answer 503 store_unavailable.
+    store = guardStore(await openStore({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR }));
   } catch (error) {
     throw new ConfigError(`${env.DATABASE_URL ? 'DATABASE_URL' : 'DATA_DIR'}: cannot open the store: ${(error as Error).message}`);
   }
@@ -30,7 +32,7 @@ export async function serve(environment: Record<string, string | undefined> = pr
 
   gateway.metrics.setDependencyUp('store', true);
   const state: OpsState = { draining: false };
-  const ops = buildOpsServer({ store, state, metrics: gateway.metrics });
+  const ops = buildOpsServer({ store, state, metrics: gateway.metrics, redis: gateway.redis });
   await listenOrExplain(() => app.listen({ port: env.PORT, host: env.HOST }), 'PORT', env.PORT);
   await listenOrExplain(() => ops.listen({ port: env.OPS_PORT, host: env.HOST }), 'OPS_PORT', env.OPS_PORT);
 

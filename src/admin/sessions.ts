@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../http/errors.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
 
 export const TOKEN_ISSUER = 'gatehouse';
 export const TOKEN_AUDIENCE = 'gatehouse-admin';
 const ALGORITHM = 'HS256';
+/** Verified tokens remembered; admins are few, and a forgotten token is only verified again. */
+const VERIFIED_TOKEN_CACHE_SIZE = 1024;
 
 export interface IssuedSession {
   token: string;
@@ -13,11 +16,19 @@ export interface IssuedSession {
   expiresIn: number;
 }
 
-/** Admin session tokens: HS256 JWTs with `iss`, `aud`, `sub`, `jti`, `iat` and `exp`. */
+export type VerifiedSession = AdminPrincipal & { expiresAt: Date };
+
+/**
+ * Admin session tokens: HS256 JWTs with `iss`, `aud`, `sub`, `jti`, `iat` and `exp`.
+ * A verified token is remembered until its `exp`: nothing else about it can change (sessions
+ * are not revoked before they expire), so checking the clock against `exp` is all a repeated
+ * verification would do, without the HMAC and the parsing.
+ */
 export class SessionTokens {
   readonly #secret: Uint8Array;
   readonly #ttlSeconds: number;
   readonly #now: () => Date;
+  readonly #verified = new LRUCache<string, VerifiedSession>({ max: VERIFIED_TOKEN_CACHE_SIZE });
 
   constructor(options: { secret: Uint8Array; ttlSeconds: number; now: () => Date }) {
     this.#secret = options.secret;
@@ -40,8 +51,22 @@ export class SessionTokens {
     return { token, expiresAt: new Date(exp * 1000), expiresIn: this.#ttlSeconds };
   }
 
+  /** The session of a token verified before and not yet expired; undefined: call `verify`. */
+  verifyCached(token: string): VerifiedSession | undefined {
+    const session = this.#verified.get(token);
+    if (session === undefined) return undefined;
+    // jose refuses a token once `exp` <= now (clockTolerance 0); so does this.
+    if (session.expiresAt.getTime() <= this.#now().getTime()) {
+      this.#verified.delete(token);
+      return undefined;
+    }
+    return session;
+  }
+
   /** Verifies with the algorithm pinned and `exp`, `iss`, `aud` enforced; throws a 401 GatewayError. */
-  async verify(token: string): Promise<AdminPrincipal & { expiresAt: Date }> {
+  async verify(token: string): Promise<VerifiedSession> {
+    const cached = this.verifyCached(token);
+    if (cached !== undefined) return cached;
     try {
       const { payload } = await jwtVerify(token, this.#secret, {
         algorithms: [ALGORITHM],
@@ -55,7 +80,9 @@ export class SessionTokens {
       if (!Number.isSafeInteger(adminId) || adminId <= 0 || String(adminId) !== payload.sub) {
         throw new GatewayError('invalid_credential', 'Invalid admin token');
       }
-      return { kind: 'admin', adminId, expiresAt: new Date(payload.exp! * 1000) };
+      const session: VerifiedSession = Object.freeze({ kind: 'admin', adminId, expiresAt: new Date(payload.exp! * 1000) });
+      this.#verified.set(token, session);
+      return session;
     } catch (error) {
       if (error instanceof GatewayError) throw error;
       if (error instanceof joseErrors.JWTExpired) {

@@ -89,6 +89,10 @@ export const envSchema = z.object({
   ARGON2_TIME_COST: positiveInt.default(DEFAULTS.ARGON2_TIME_COST),
   ARGON2_PARALLELISM: positiveInt.default(DEFAULTS.ARGON2_PARALLELISM),
   ARGON2_CONCURRENCY: positiveInt.default(DEFAULTS.ARGON2_CONCURRENCY),
+  /** `GET /api/v1/openapi.json` on the public port, without credentials. */
+  OPENAPI_ENABLED: bool.default(true),
+  /** The API reference page at `/docs` (needs OPENAPI_ENABLED: it renders that document). */
+  DOCS_ENABLED: bool.default(true),
 });
 
 export type Env = z.output<typeof envSchema>;

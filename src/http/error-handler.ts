@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { StoreUnavailableError } from '../store/unavailable.ts';
 import { GatewayError, problemFor, type ErrorCode } from './errors.ts';
 
 /** Fastify's own client-error codes, mapped to ours so that no client mistake becomes a 500. */
@@ -14,6 +15,7 @@ const FASTIFY_CODES: Record<string, { code: ErrorCode; detail: string }> = {
 /** Turns any error into a response: GatewayError by its code, fastify's client errors by table, the rest 500. */
 export function toGatewayError(error: FastifyError | Error): GatewayError {
   if (error instanceof GatewayError) return error;
+  if (error instanceof StoreUnavailableError) return new GatewayError('store_unavailable', 'The store cannot be reached; retry later', { cause: error });
   const fastifyError = error as FastifyError;
   const known = fastifyError.code ? FASTIFY_CODES[fastifyError.code] : undefined;
   if (known) return new GatewayError(known.code, known.detail, { cause: error });

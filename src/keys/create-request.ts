@@ -18,12 +18,16 @@ export function createKeyBodySchema(knownScopes: ReadonlySet<string>) {
     agent_id: z.number().int('must be an integer').positive('must be a positive integer').max(Number.MAX_SAFE_INTEGER).nullable().optional(),
     scopes: z
       .array(
-        z.string().refine((scope) => knownScopes.has(scope), {
-          error: (issue) =>
-            String(issue.input).includes('*')
-              ? 'wildcard scopes do not exist: name each scope'
-              : `unknown scope (known: ${[...knownScopes].sort().join(', ')})`,
-        }),
+        z
+          .string()
+          .refine((scope) => knownScopes.has(scope), {
+            error: (issue) =>
+              String(issue.input).includes('*')
+                ? 'wildcard scopes do not exist: name each scope'
+                : `unknown scope (known: ${[...knownScopes].sort().join(', ')})`,
+          })
+          // The same set, for the OpenAPI description (a refinement has no JSON Schema of its own).
+          .meta({ enum: [...knownScopes].sort() }),
       )
       .min(1, 'must hold at least one scope')
       .max(64)

@@ -1,20 +1,31 @@
+import { z } from 'zod';
 import type { ApiKeyRow } from '../store/store.ts';
 
-export type KeyStatus = 'active' | 'expired' | 'revoked';
+export const KEY_STATUSES = ['active', 'expired', 'revoked'] as const;
+export type KeyStatus = (typeof KEY_STATUSES)[number];
 
-/** The API key record of the spec (§2), plus `status` and `created_at` (interface.md). Never `key`. */
-export interface ApiKeyRecord {
-  id: number;
-  name: string;
-  agent_id: number | null;
-  key_prefix: string;
-  scopes: string[];
-  is_active: boolean;
-  status: KeyStatus;
-  created_at: string;
-  last_used_at: string | null;
-  expires_at: string | null;
-}
+/**
+ * The API key record of the spec (§2), plus `status` and `created_at` (interface.md). Never
+ * `key`. The schema is the OpenAPI description of every record the API answers with.
+ */
+export const apiKeyRecordSchema = z.strictObject({
+  id: z.number().int().positive(),
+  name: z.string(),
+  agent_id: z.number().int().positive().nullable(),
+  key_prefix: z.string(),
+  scopes: z.array(z.string()),
+  is_active: z.boolean(),
+  status: z.enum(KEY_STATUSES),
+  created_at: z.iso.datetime(),
+  last_used_at: z.iso.datetime().nullable(),
+  expires_at: z.iso.datetime().nullable(),
+});
+export type ApiKeyRecord = z.output<typeof apiKeyRecordSchema>;
+
+/** What creation answers: the record and the raw key, shown this once. */
+export const createdApiKeySchema = apiKeyRecordSchema.extend({
+  key: z.string().meta({ description: 'The raw API key; shown only in this response' }),
+});
 
 export function keyStatus(row: Pick<ApiKeyRow, 'revokedAt' | 'expiresAt'>, now: Date): KeyStatus {
   if (row.revokedAt) return 'revoked';

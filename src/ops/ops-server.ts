@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Store } from '../store/store.ts';
 import type { Metrics } from './metrics.ts';
+import type { RedisTierStatus } from '../redis/redis-tier.ts';
 import { VERSION } from '../version.ts';
 
 export interface OpsState {
@@ -9,7 +10,13 @@ export interface OpsState {
 }
 
 /** `/healthz` and `/readyz` on OPS_PORT, never on the public port. */
-export function buildOpsServer(deps: { store: Store; state: OpsState; metrics: Metrics }): FastifyInstance {
+export function buildOpsServer(deps: {
+  store: Store;
+  state: OpsState;
+  metrics: Metrics;
+  /** REDIS_URL's tier; `degraded` is reported, never a reason to be unready (every guarantee holds through the store). */
+  redis?: { status(): RedisTierStatus };
+}): FastifyInstance {
   const ops = Fastify({ logger: false });
   ops.get('/metrics', async (_request, reply) => {
     const { contentType, body } = await deps.metrics.scrape();
@@ -25,7 +32,12 @@ export function buildOpsServer(deps: { store: Store; state: OpsState; metrics: M
     const ready = !deps.state.draining && store.status === 'ok';
     return reply.code(ready ? 200 : 503).send({
       status: ready ? 'ready' : deps.state.draining ? 'draining' : 'not_ready',
-      checks: { config: { status: 'ok' }, migrations: { status: 'ok' }, store: { ...store, kind: deps.store.kind } },
+      checks: {
+        config: { status: 'ok' },
+        migrations: { status: 'ok' },
+        store: { ...store, kind: deps.store.kind },
+        redis: deps.redis?.status() ?? { status: 'not_configured' },
+      },
     });
   });
   return ops;

@@ -34,28 +34,58 @@ export interface Authorized {
   principal: Principal | null;
 }
 
+/** The authorizer's answer: at once when everything it needs is cached, else once verified. */
+export type Authorization = Authorized | Promise<Authorized>;
+
 /**
  * The request path of everything that is forwarded: extract → verify → decide.
- * Throws a GatewayError for every refusal; returns the principal the upstream will be told of.
+ * Throws (or rejects with) a GatewayError for every refusal; returns the principal the upstream
+ * will be told of. A cached credential is decided synchronously: no promise, no microtask.
  */
-export function createAuthorizer(deps: AuthorizerDeps) {
+export function createAuthorizer(deps: AuthorizerDeps): (request: FastifyRequest) => Authorization {
   const { routes, tables, verifier, sessions, licence, now, observe } = deps;
   if (!observe) return decideRequest;
 
-  return async function authorizeObserved(request: FastifyRequest): Promise<Authorized> {
+  return function authorizeObserved(request: FastifyRequest): Authorization {
     const started = performance.now();
+    let authorization: Authorization;
     try {
-      const authorized = await decideRequest(request);
-      observe({ allowed: true, code: undefined, credential: credentialKindOf(authorized.principal), route: authorized.route.name, seconds: (performance.now() - started) / 1000 });
-      return authorized;
+      authorization = decideRequest(request);
     } catch (error) {
-      const code = error instanceof GatewayError ? error.code : 'internal_error';
-      const bearer = extractBearer(request.headers.authorization).kind;
-      const credential = bearer === 'api_key' ? 'api_key' : bearer === 'jwt' ? 'admin' : 'none';
-      observe({ allowed: false, code, credential, route: routeNameOf(request), seconds: (performance.now() - started) / 1000 });
+      observeRefusal(request, error, started);
       throw error;
     }
+    if (!(authorization instanceof Promise)) {
+      observeAllowed(authorization, started);
+      return authorization;
+    }
+    return authorization.then(
+      (authorized) => {
+        observeAllowed(authorized, started);
+        return authorized;
+      },
+      (error: unknown) => {
+        observeRefusal(request, error, started);
+        throw error;
+      },
+    );
   };
+
+  function observeAllowed(authorized: Authorized, started: number): void {
+    observe!({ allowed: true, code: undefined, credential: credentialKindOf(authorized.principal), route: authorized.route.name, seconds: (performance.now() - started) / 1000 });
+  }
+
+  function observeRefusal(request: FastifyRequest, error: unknown, started: number): void {
+    const code = error instanceof GatewayError ? error.code : 'internal_error';
+    let credential: ObservedDecision['credential'] = 'none';
+    try {
+      const bearer = extractBearer(request.headers.authorization).kind;
+      credential = bearer === 'api_key' ? 'api_key' : bearer === 'jwt' ? 'admin' : 'none';
+    } catch {
+      // A malformed Authorization header is counted as none.
+    }
+    observe!({ allowed: false, code, credential, route: routeNameOf(request), seconds: (performance.now() - started) / 1000 });
+  }
 
   function routeNameOf(request: FastifyRequest): string | undefined {
     try {
@@ -65,7 +95,7 @@ export function createAuthorizer(deps: AuthorizerDeps) {
     }
   }
 
-  async function decideRequest(request: FastifyRequest): Promise<Authorized> {
+  function decideRequest(request: FastifyRequest): Authorization {
     const { path } = parseRequestTarget(request.raw.url ?? '');
     const match = routes.match(request.raw.method ?? 'GET', path);
     if (!match) throw new GatewayError('not_found', 'No route matches this request');
@@ -79,7 +109,12 @@ export function createAuthorizer(deps: AuthorizerDeps) {
     }
     const { route, params } = match;
     const credential = extractBearer(request.headers.authorization);
-    const principal = route.credential === 'none' ? null : await principalOf(credential, route.credential);
+    if (route.credential === 'none') return decideFor(route, params, null);
+    const principal = principalOf(credential, route.credential);
+    return principal instanceof Promise ? principal.then((verified) => decideFor(route, params, verified)) : decideFor(route, params, principal);
+  }
+
+  function decideFor(route: CompiledRoute, params: Readonly<Record<string, number>>, principal: Principal | null): Authorized {
     const decision: Decision = decide({ route, params, principal, licence, now: now() }, tables);
     if (!decision.allow) {
       throw new GatewayError(decision.code, decision.detail, decision.scope === undefined ? {} : { scope: decision.scope });
@@ -88,7 +123,7 @@ export function createAuthorizer(deps: AuthorizerDeps) {
   }
 
   /** Verifies the credential the route expects; the other kind is refused by its shape, with no I/O. */
-  async function principalOf(credential: BearerCredential, expected: 'api_key' | 'admin'): Promise<Principal | null> {
+  function principalOf(credential: BearerCredential, expected: 'api_key' | 'admin'): Principal | null | Promise<Principal> {
     switch (credential.kind) {
       case 'none':
         return null;
@@ -96,10 +131,10 @@ export function createAuthorizer(deps: AuthorizerDeps) {
         throw new GatewayError('invalid_credential', 'The bearer token is neither an API key nor an admin token');
       case 'api_key':
         if (expected !== 'api_key') throw new GatewayError('wrong_credential_type', 'This route needs an admin session token, not an API key');
-        return verifier.tryVerifyCached(credential.token) ?? (await verifier.verify(credential.token));
+        return verifier.tryVerifyCached(credential.token) ?? verifier.verify(credential.token);
       case 'jwt':
         if (expected !== 'admin') throw new GatewayError('wrong_credential_type', 'This route needs an API key, not an admin session token');
-        return { kind: 'admin', adminId: (await sessions.verify(credential.token)).adminId };
+        return sessions.verifyCached(credential.token) ?? sessions.verify(credential.token);
     }
   }
 }

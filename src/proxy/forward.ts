@@ -1,147 +1,143 @@
-import httpProxy from '@fastify/http-proxy';
-import type { IncomingHttpHeaders } from 'node:http';
-import { Readable, Transform } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { Transform } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods, onRequestHookHandler } from 'fastify';
 import { GatewayError } from '../http/errors.ts';
-import type { Principal } from '../policy/principal.ts';
-import type { Authorized } from './authorize.ts';
-import { identityHeadersOf, rewriteUpstreamHeaders } from './upstream-headers.ts';
+import type { Authorization, Authorized } from './authorize.ts';
+import type { Upstream } from './upstream.ts';
+import { identityHeadersOf, upstreamHeaderRewriter } from './upstream-headers.ts';
 
 export interface ForwardOptions {
-  upstreamUrl: string;
-  /** Milliseconds to wait for the upstream's response headers before 504. */
-  upstreamTimeoutMs: number;
+  upstream: Upstream;
   forwardAuthorization: boolean;
   /** Largest body forwarded, in bytes (`BODY_LIMIT`). */
   bodyLimit: number;
-  authorize: (request: FastifyRequest) => Promise<Authorized>;
-  /** Told of every upstream exchange: the route name, the status or how it failed, and its duration. */
-  upstreamObserved?: (route: string, status: number | 'error' | 'timeout', seconds: number) => void;
+  authorize: (request: FastifyRequest) => Authorization;
 }
 
-interface Forwarding {
-  principal: Principal | null;
-  route: string;
-  started: number;
+/** The methods forwarded; others get 404 like any unknown endpoint. */
+const FORWARDED_METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
+
+/** Set on an upgrade request by the server's `upgrade` listener: what the client sent after its handshake. */
+const kUpgradeHead = Symbol('upgradeHead');
+
+interface UpgradeRequest extends IncomingMessage {
+  [kUpgradeHead]?: Buffer;
 }
 
 /**
- * Everything that is not the gateway's own endpoint is forwarded — after `authorize` has
- * allowed it, in an `onRequest` hook, before any body is read. Responses (including
- * `text/event-stream`) stream through; WebSocket upgrades pass the same hook.
+ * Everything that is not the gateway's own endpoint (nor an MCP path) is forwarded — after
+ * `authorize` has allowed it, in the route's `onRequest` hook, before any body is read; the
+ * hook then hands the request to the upstream and never lets fastify parse it. Responses
+ * (including `text/event-stream`) stream through. WebSocket upgrades are routed the same
+ * way, so they pass the same hooks and the same decision, then are tunnelled.
  */
-export async function registerForwarding(app: FastifyInstance, options: ForwardOptions): Promise<void> {
-  const forwarding = new WeakMap<FastifyRequest, Forwarding>();
-  const observed = options.upstreamObserved;
-  const upstreamHeaders = (request: FastifyRequest, headers: IncomingHttpHeaders) =>
-    rewriteUpstreamHeaders(headers, {
-      identity: identityHeadersOf(forwarding.get(request)?.principal ?? null),
+export function registerForwarding(app: FastifyInstance, options: ForwardOptions): void {
+  const { upstream, authorize, bodyLimit } = options;
+  const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
+
+  function forward(request: FastifyRequest, reply: FastifyReply, { route, principal }: Authorized, refuse: (error: GatewayError) => void): void {
+    // MCP paths are served by registerMcp, which inspects every message; one reaching the generic proxy would skip that.
+    if (route.mcp !== undefined) {
+      refuse(new GatewayError('method_not_allowed_for_key', 'MCP requests are only served on their own paths'));
+      return;
+    }
+    const raw = request.raw as UpgradeRequest;
+    const headers = upstreamHeaders(request.headers, {
+      identity: identityHeadersOf(principal),
       clientAddress: request.ip,
       protocol: request.protocol,
       host: request.headers.host,
-      forwardAuthorization: options.forwardAuthorization,
       requestId: request.id,
     });
-  await app.register(async (scope) => {
-    scope.addHook('onRequest', async (request) => {
-      refuseOversizedBody(request, options.bodyLimit);
-      const { principal, route } = await options.authorize(request);
-      forwarding.set(request, { principal, route: route.name, started: performance.now() });
-    });
-    scope.addHook('preHandler', async (request) => {
-      if (request.body instanceof Readable && request.headers['content-length'] === undefined) {
-        request.body = request.body.pipe(bodyLimiter(options.bodyLimit));
-      }
-    });
-    if (observed) {
-      scope.addHook('onResponse', async (request, reply) => {
-        const entry = forwarding.get(request);
-        if (entry) observed(entry.route, reply.statusCode, (performance.now() - entry.started) / 1000);
-      });
+    const upstreamRequest = { method: raw.method!, path: raw.url!, headers, body: bodyOf(raw, bodyLimit), route: route.name };
+    const head = raw[kUpgradeHead];
+    if (head === undefined) {
+      upstream.relay(reply, upstreamRequest, refuse);
+    } else if (String(raw.headers.upgrade).toLowerCase() !== 'websocket' || raw.method !== 'GET') {
+      refuse(new GatewayError('bad_request', 'Only WebSocket upgrades are forwarded'));
+    } else {
+      upstream.tunnel(reply, upstreamRequest, head, refuse);
     }
-    await scope.register(httpProxy, {
-      upstream: options.upstreamUrl,
-      prefix: '/',
-      websocket: true,
-      disableRequestLogging: true,
-      undici: {
-        connections: 128,
-        pipelining: 1,
-        keepAliveTimeout: 60_000,
-        headersTimeout: options.upstreamTimeoutMs,
-        // Streams (SSE) may idle for long; only the wait for response headers is bounded.
-        bodyTimeout: 0,
+  }
+
+  const onRequest: onRequestHookHandler = (request, reply, done) => {
+    const declared = request.headers['content-length'];
+    if (declared !== undefined && Number(declared) > bodyLimit) {
+      // Answered before the body is read; closing (lingering) bounds what is still read of it.
+      reply.header('connection', 'close');
+      done(tooLarge(bodyLimit));
+      return;
+    }
+    let authorization: Authorization;
+    try {
+      authorization = authorize(request);
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    if (!(authorization instanceof Promise)) {
+      // Synchronous: fastify's hook runner answers anything thrown here.
+      forward(request, reply, authorization, done);
+      return;
+    }
+    authorization.then((authorized) => {
+      try {
+        forward(request, reply, authorized, done);
+      } catch (error) {
+        done(error as Error);
+      }
+    }, done);
+  };
+
+  for (const url of ['/', '/*']) {
+    app.route({
+      method: FORWARDED_METHODS,
+      url,
+      exposeHeadRoute: false,
+      onRequest,
+      // Never reached: the hook above answers every request, by forwarding or refusing it.
+      handler: async () => {
+        throw new GatewayError('internal_error', 'The request was not forwarded');
       },
-      // The upgrade passed the same onRequest hook; the upstream's handshake carries the same rewritten headers.
-      wsClientOptions: {
-        rewriteRequestHeaders: (_headers: unknown, request: FastifyRequest) => upstreamHeaders(request, webSocketHeadersOf(request.headers)),
-      },
-      replyOptions: {
-        rewriteRequestHeaders: (request: FastifyRequest, headers: IncomingHttpHeaders) => upstreamHeaders(request, headers),
-        // reply.send(error) goes through the app's error handler: problem+json 502 or 504.
-        onError: (reply: FastifyReply, { error }: { error: Error & { code?: string; statusCode?: number } }) => {
-          const gatewayError = upstreamError(error);
-          const entry = forwarding.get(reply.request);
-          if (entry && observed) {
-            observed(entry.route, gatewayError.code === 'upstream_timeout' ? 'timeout' : 'error', (performance.now() - entry.started) / 1000);
-            forwarding.delete(reply.request);
-          }
-          reply.send(gatewayError);
-        },
-      },
-    } as unknown as Parameters<typeof httpProxy>[1]);
+    });
+  }
+
+  app.server.on('upgrade', (request: UpgradeRequest, socket: Duplex, head: Buffer) => {
+    request[kUpgradeHead] = head;
+    const response = new ServerResponse(request);
+    response.assignSocket(socket as ConstructorParameters<typeof ServerResponse>[0]['socket'] & object);
+    // A refusal is the last thing said on this connection.
+    response.on('finish', () => socket.destroy());
+    socket.on('error', () => socket.destroy());
+    app.routing(request, response);
+  });
+  app.addHook('preClose', (done) => {
+    upstream.endTunnels();
+    done();
   });
 }
 
-/** The WebSocket client opens its own handshake: the client's handshake and hop-by-hop headers are not copied. */
-const WEBSOCKET_OWN = /^(?:host|connection|upgrade|keep-alive|te|trailer|transfer-encoding|proxy-.*|content-length|sec-websocket-.*)$/;
-
-function webSocketHeadersOf(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const copy: IncomingHttpHeaders = {};
-  const named = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((name) => name.trim()));
-  for (const [name, value] of Object.entries(headers)) {
-    if (!WEBSOCKET_OWN.test(name) && !named.has(name)) copy[name] = value;
-  }
-  return copy;
+/** What is forwarded as the body: nothing, the client's stream, or (chunked) that stream cut off past the limit. */
+function bodyOf(request: IncomingMessage, bodyLimit: number): IncomingMessage | Transform | null {
+  const { headers } = request;
+  if (headers['transfer-encoding'] !== undefined) return request.pipe(bodyLimiter(bodyLimit));
+  const declared = headers['content-length'];
+  return declared === undefined || declared === '0' ? null : request;
 }
 
-/**
- * A declared body over the limit is refused before a byte of it is read. A chunked body is
- * streamed to the upstream as it comes; its size is the upstream's to bound.
- */
-function refuseOversizedBody(request: FastifyRequest, bodyLimit: number): void {
-  const declared = request.headers['content-length'];
-  if (declared !== undefined && Number(declared) > bodyLimit) {
-    throw new GatewayError('payload_too_large', `The request body is larger than ${bodyLimit} bytes`);
-  }
+function tooLarge(limit: number): GatewayError {
+  return new GatewayError('payload_too_large', `The request body is larger than ${limit} bytes`);
 }
 
-const BODY_TOO_LARGE = 'GATEHOUSE_BODY_TOO_LARGE';
-
-/** Passes a chunked body through until it exceeds `limit` bytes, then fails the forward with 413. */
+/** Passes a chunked body through until it exceeds `limit` bytes, then fails the forward with 413: the upstream never sees its end. */
 function bodyLimiter(limit: number): Transform {
   let seen = 0;
   return new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       seen += chunk.length;
-      if (seen > limit) callback(Object.assign(new Error(`The request body is larger than ${limit} bytes`), { code: BODY_TOO_LARGE }));
+      if (seen > limit) callback(tooLarge(limit));
       else callback(null, chunk);
     },
   });
-}
-
-function upstreamError(error: Error & { code?: string; statusCode?: number }): GatewayError {
-  const tooLarge = findCause(error, (cause) => cause.code === BODY_TOO_LARGE);
-  if (tooLarge) return new GatewayError('payload_too_large', tooLarge.message);
-  const timedOut = error.statusCode === 504 || error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT' || error.code === 'UND_ERR_HEADERS_TIMEOUT';
-  return timedOut
-    ? new GatewayError('upstream_timeout', 'The upstream did not answer in time', { cause: error })
-    : new GatewayError('upstream_unavailable', 'The upstream could not be reached', { cause: error });
-}
-
-function findCause(error: unknown, test: (cause: Error & { code?: string }) => boolean): (Error & { code?: string }) | undefined {
-  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
-    if (test(cause)) return cause;
-  }
-  return undefined;
 }

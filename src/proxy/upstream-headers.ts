@@ -1,15 +1,23 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Principal } from '../policy/principal.ts';
 
-/** Identity headers the gateway sets; the upstream may trust them because clients cannot. */
-export type IdentityHeaders = Readonly<Record<string, string>>;
+/**
+ * Headers that describe one connection, not the message (RFC 9110 §7.6.1), in either
+ * direction: never passed on. undici frames the upstream request itself (Host from the
+ * upstream's origin, Content-Length or chunked), Node frames the client's response.
+ */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade'];
 
 /**
- * Client headers that must never reach the upstream or influence it: forwarding metadata
- * only the gateway may set, URL-rewrite headers, and method overrides (some frameworks
- * honour them, which would let a request authorized as GET run as DELETE).
+ * Client headers that must never reach the upstream or influence it: hop-by-hop ones (and
+ * `Expect`, answered here), forwarding metadata only the gateway may set, URL-rewrite headers,
+ * and method overrides (some frameworks honour them, which would let a request authorized as
+ * GET run as DELETE).
  */
-const DROPPED = new Set([
+const DROPPED_REQUEST_HEADERS = [
+  ...HOP_BY_HOP,
+  'host',
+  'expect',
   'forwarded',
   'x-forwarded-for',
   'x-forwarded-proto',
@@ -24,24 +32,36 @@ const DROPPED = new Set([
   'x-http-method-override',
   'x-http-method',
   'x-method-override',
-]);
+  // Set by the gateway itself.
+  'x-request-id',
+];
 
+/** Response headers not passed to the client: hop-by-hop, and the request id the gateway answers with. */
+const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'x-request-id']);
+
+/** Identity headers the gateway sets, as a flat `[name, value, …]` list; the upstream may trust them because clients cannot. */
+export type IdentityHeaders = readonly string[];
+
+const NO_IDENTITY: IdentityHeaders = Object.freeze([]);
 const identityCache = new WeakMap<Principal, IdentityHeaders>();
 
 /** The identity headers of a principal, computed once per cached principal object. */
 export function identityHeadersOf(principal: Principal | null): IdentityHeaders {
-  if (!principal) return {};
+  if (!principal) return NO_IDENTITY;
   let headers = identityCache.get(principal);
   if (!headers) {
     headers =
       principal.kind === 'admin'
-        ? { 'x-auth-kind': 'admin', 'x-auth-admin-id': String(principal.adminId) }
-        : {
-            'x-auth-kind': 'api_key',
-            'x-auth-key-id': String(principal.keyId),
-            ...(principal.agentId === null ? {} : { 'x-auth-agent-id': String(principal.agentId) }),
-            'x-auth-scopes': principal.scopes.join(' '),
-          };
+        ? ['x-auth-kind', 'admin', 'x-auth-admin-id', String(principal.adminId)]
+        : [
+            'x-auth-kind',
+            'api_key',
+            'x-auth-key-id',
+            String(principal.keyId),
+            ...(principal.agentId === null ? [] : ['x-auth-agent-id', String(principal.agentId)]),
+            'x-auth-scopes',
+            principal.scopes.join(' '),
+          ];
     identityCache.set(principal, Object.freeze(headers));
   }
   return headers;
@@ -53,31 +73,81 @@ export interface ForwardContext {
   protocol: string;
   /** The Host the client used, as received. */
   host: string | undefined;
-  forwardAuthorization: boolean;
   /** The request id the gateway logged this request under, passed on as `x-request-id`. */
-  requestId?: string;
+  requestId: string;
+}
+
+export interface UpstreamHeaderOptions {
+  forwardAuthorization: boolean;
+  /** Client headers dropped besides the usual ones (lower case): the MCP path sends a body of its own. */
+  alsoDrop?: readonly string[];
 }
 
 /**
- * Rewrites the headers sent upstream, in place: reply-from has already dropped `Connection`
- * and every header it names, so nothing added here can be removed by the client.
+ * Builds the headers sent upstream from the client's, as a flat `[name, value, …]` list for
+ * undici: everything end-to-end the client sent, minus the dropped headers, client-sent
+ * `x-auth-*` and whatever the client's `Connection` names; then the gateway's own forwarding
+ * and identity headers, last, so nothing the client sends can remove or replace them.
  */
-export function rewriteUpstreamHeaders(headers: IncomingHttpHeaders, context: ForwardContext): IncomingHttpHeaders {
-  for (const name of Object.keys(headers)) {
-    if (isClientIdentityHeader(name) || DROPPED.has(name)) delete headers[name];
+export function upstreamHeaderRewriter(options: UpstreamHeaderOptions): (headers: IncomingHttpHeaders, context: ForwardContext) => string[] {
+  const dropped = new Set([...DROPPED_REQUEST_HEADERS, ...(options.alsoDrop ?? []), ...(options.forwardAuthorization ? [] : ['authorization'])]);
+  return function upstreamHeaders(headers, context) {
+    const named = connectionNamed(headers.connection);
+    const out: string[] = [];
+    for (const name in headers) {
+      const value = headers[name];
+      if (value === undefined || dropped.has(name) || isClientIdentityHeader(name) || named?.has(name)) continue;
+      if (typeof value === 'string') out.push(name, value);
+      else for (const each of value) out.push(name, each);
+    }
+    out.push('x-forwarded-for', context.clientAddress, 'x-forwarded-proto', context.protocol);
+    if (context.host !== undefined) out.push('x-forwarded-host', context.host);
+    out.push('x-request-id', context.requestId);
+    const identity = context.identity;
+    for (let i = 0; i < identity.length; i++) out.push(identity[i]!);
+    return out;
+  };
+}
+
+/**
+ * The upstream's response headers for `writeHead`, as a flat list: hop-by-hop ones and those
+ * its `Connection` names are dropped (Node frames the client's response itself), the gateway's
+ * request id is set.
+ */
+export function clientResponseHeaders(headers: IncomingHttpHeaders, requestId: string): string[] {
+  const named = connectionNamed(headers.connection);
+  const out: string[] = [];
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || DROPPED_RESPONSE_HEADERS.has(name) || named?.has(name)) continue;
+    if (typeof value === 'string') out.push(name, value);
+    else for (const each of value) out.push(name, each);
   }
-  if (!context.forwardAuthorization) delete headers.authorization;
-  headers['x-forwarded-for'] = context.clientAddress;
-  headers['x-forwarded-proto'] = context.protocol;
-  if (context.host !== undefined) headers['x-forwarded-host'] = context.host;
-  if (context.requestId !== undefined) headers['x-request-id'] = context.requestId;
-  Object.assign(headers, context.identity);
-  return headers;
+  out.push('x-request-id', requestId);
+  return out;
+}
+
+/** True for a response header that is passed on to the client (see `clientResponseHeaders`). */
+export function isEndToEndResponseHeader(name: string, connection: string | string[] | undefined): boolean {
+  return !DROPPED_RESPONSE_HEADERS.has(name) && connectionNamed(connection)?.has(name) !== true;
+}
+
+/** The header names a `Connection` header lists (RFC 9110 §7.6.1), undefined for the usual `keep-alive` or `close`. */
+function connectionNamed(connection: string | string[] | undefined): ReadonlySet<string> | undefined {
+  if (connection === undefined) return undefined;
+  const text = (typeof connection === 'string' ? connection : connection.join(',')).toLowerCase();
+  if (text === 'keep-alive' || text === 'close') return undefined;
+  const names = new Set<string>();
+  for (const token of text.split(',')) {
+    const name = token.trim();
+    if (name !== '') names.add(name);
+  }
+  return names;
 }
 
 /** `x-auth-*` in any case (Node lowercases names) and with `_` for `-`: some servers fold `_` into `-`. */
 const CLIENT_IDENTITY_HEADER = /^x[-_]auth[-_]/;
 
 function isClientIdentityHeader(name: string): boolean {
-  return CLIENT_IDENTITY_HEADER.test(name);
+  return name.charCodeAt(0) === 120 /* x */ && CLIENT_IDENTITY_HEADER.test(name);
 }

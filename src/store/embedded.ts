@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
+import { lockEmbeddedStore } from './embedded-lock.ts';
 import type { SqlExecutor, SqlSession } from './sql.ts';
 
 /**
@@ -11,12 +12,22 @@ import type { SqlExecutor, SqlSession } from './sql.ts';
 export async function openEmbedded(dir: string): Promise<SqlExecutor> {
   const path = resolve(dir);
   await mkdir(path, { recursive: true });
-  const db = await PGlite.create(path);
+  const release = lockEmbeddedStore(path);
+  let db: PGlite;
+  try {
+    db = await PGlite.create(path);
+  } catch (error) {
+    release();
+    throw error;
+  }
   return {
     kind: 'embedded',
     ...session(db),
     transaction: (fn) => db.transaction((tx) => fn(session(tx))),
-    close: () => db.close(),
+    close: async () => {
+      await db.close();
+      release();
+    },
   };
 }
 

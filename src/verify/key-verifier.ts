@@ -119,6 +119,8 @@ export class KeyVerifier {
    * late responses).
    */
   #evictions = 0;
+  /** Set while evictions may be missed (revocation channel lost): state is then read on every request, never cached. */
+  #degraded = false;
   readonly #counts: KeyVerifierStats = {
     identityHits: 0,
     identityMisses: 0,
@@ -183,7 +185,8 @@ export class KeyVerifier {
       if (this.#recentlyRejected(rawKey)) throw invalidKey();
       const resolved = await this.#identityFlights.run(rawKey, () => this.#resolveIdentity(rawKey));
       // The row that was hashed against is the state too, unless an eviction came after its read.
-      if (resolved.state !== undefined && resolved.evictionsAtRead === this.#evictions) {
+      // Degraded, a joined flight's row may predate a revocation nobody told us of: read again.
+      if (resolved.state !== undefined && resolved.evictionsAtRead === this.#evictions && !this.#degraded) {
         return this.#admit(resolved.state, this.#now());
       }
       keyId = resolved.keyId;
@@ -208,6 +211,21 @@ export class KeyVerifier {
     this.#stateFlights.clear();
   }
 
+  /**
+   * Degraded: evictions may be missed (the revocation channel is lost), so every request reads
+   * its key's state from the store, unshared and uncached, as with `stateTtlMs` 0. Entering and
+   * leaving both drop all state: on leaving, a read that began before the channel was back may
+   * hold a state from before a revocation that was never announced to this replica.
+   */
+  setDegraded(degraded: boolean): void {
+    this.#degraded = degraded;
+    this.evictAll();
+  }
+
+  get degraded(): boolean {
+    return this.#degraded;
+  }
+
   stats(): KeyVerifierStats {
     return { ...this.#counts };
   }
@@ -226,6 +244,8 @@ export class KeyVerifier {
       return cached;
     }
     this.#counts.stateMisses++;
+    // Degraded, a flight already under way may have read before a revocation: each request reads for itself.
+    if (this.#degraded) return this.#loadState(keyId);
     return this.#stateFlights.run(keyId, () => this.#loadState(keyId));
   }
 
@@ -303,7 +323,7 @@ export class KeyVerifier {
   /** Caches the row's state unless an eviction happened since its read began. */
   #remember(row: ApiKeyRow, evictionsAtRead: number): KeyState {
     const state = keyStateOf(row, this.#now() + this.#stateTtlMs, this.#scopes);
-    if (evictionsAtRead === this.#evictions) this.#state.set(row.id, state);
+    if (evictionsAtRead === this.#evictions && !this.#degraded) this.#state.set(row.id, state);
     return state;
   }
 

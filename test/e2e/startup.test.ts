@@ -1,9 +1,10 @@
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { freePort, runGateway, startGateway, tempDataDir } from '../support/gateway-process.ts';
+import { emptyDataDir, freePort, runGateway, startGateway, tempDataDir } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 
-describe('start-up', () => {
+// Each test starts one or two gateways (PGlite start-up and migrations): generous on a loaded machine.
+describe('start-up', { timeout: 120_000 }, () => {
   it.each([
     ['LICENSE_FEATURES', { LICENSE_FEATURES: 'events,teleport' }],
     ['UPSTREAM_URL', { UPSTREAM_URL: 'not a url' }],
@@ -13,7 +14,7 @@ describe('start-up', () => {
     ['LICENSE_API_KEYS', { LICENSE_API_KEYS: '-1' }],
     ['FORWARD_AUTHORIZATION', { FORWARD_AUTHORIZATION: 'maybe' }],
   ])('a bad %s stops the process with one line naming it', async (variable, env) => {
-    const { code, output } = await runGateway({ OPS_PORT: String(await freePort()), ...env });
+    const { code, output } = await runGateway({ OPS_PORT: String(await freePort()), ...env }, 60_000);
     expect(code).not.toBe(0);
     const lines = output.trim().split('\n');
     expect(lines).toHaveLength(1);
@@ -26,7 +27,7 @@ describe('start-up', () => {
       blocker.listen(0, '127.0.0.1', () => resolve((blocker.address() as { port: number }).port)),
     );
     try {
-      const { code, output } = await runGateway({ PORT: String(port), OPS_PORT: String(await freePort()) });
+      const { code, output } = await runGateway({ PORT: String(port), OPS_PORT: String(await freePort()) }, 60_000);
       expect(code).toBe(1);
       expect(output).toContain(`gatehouse: PORT: port ${port} is already in use`);
     } finally {
@@ -35,7 +36,8 @@ describe('start-up', () => {
   });
 
   it('with no admin configured, creates one and prints its password once; a restart keeps it and does not print again', async () => {
-    const dataDir = tempDataDir();
+    // Empty, not the initdb'd copy: `npm start` on a new machine runs PGlite's initdb itself.
+    const dataDir = emptyDataDir();
     const first = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: '', ADMIN_PASSWORD: '' });
     const match = /email:\s+(\S+)\s+password:\s+(\S+)/.exec(first.output());
     expect(match).not.toBeNull();

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { cpSync, mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inject } from 'vitest';
 
 export const REPO_ROOT = new URL('../..', import.meta.url).pathname;
 export const ADMIN_EMAIL = 'ops@example.test';
@@ -35,7 +36,18 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A fresh DATA_DIR holding an empty, initdb'd PGlite cluster (a copy of the run's template, see
+ * global-setup.ts): the gateway opens it as a first start, migrations and all, without initdb.
+ */
 export function tempDataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
+  cpSync(inject('pgliteTemplate'), dir, { recursive: true });
+  return dir;
+}
+
+/** A fresh, empty DATA_DIR: the gateway runs PGlite's initdb in it. */
+export function emptyDataDir(): string {
   return mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
 }
 
@@ -66,13 +78,13 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = `http://127.0.0.1:${port}`;
   const opsUrl = `http://127.0.0.1:${opsPort}`;
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}:\n${output}`);
     if (await answers(`${opsUrl}/healthz`)) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`gateway did not start in 30 s:\n${output}`);
+      throw new Error(`gateway did not start in 60 s:\n${output}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

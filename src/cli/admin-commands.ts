@@ -1,0 +1,92 @@
+import { envSchema } from '../config/env.ts';
+import type { AdminRow } from '../store/store.ts';
+import { EXIT_OK, RefusedError, requiredString, type CliIo, type Command } from './command.ts';
+import { withStore } from './context.ts';
+import { printJson, printTable } from './output.ts';
+import { checkAdminPassword, readPassword } from './password-input.ts';
+
+const PASSWORD_HELP = [
+  'The password is read from a prompt without echo (twice) when stdin is a terminal, otherwise',
+  'from the first line of stdin: printf \'%s\\n\' "$PASSWORD" | gatehouse admin …',
+  'It must be at least 8 characters, as ADMIN_PASSWORD.',
+];
+
+/** An admin as the CLI shows it: never the password hash. */
+function adminRecord(admin: AdminRow) {
+  return { id: admin.id, email: admin.email, created_at: admin.createdAt.toISOString() };
+}
+
+function checkEmail(email: string): void {
+  const result = envSchema.shape.ADMIN_EMAIL.safeParse(email);
+  if (!result.success) throw new RefusedError('validation_failed', `email: ${result.error.issues[0]!.message}`);
+}
+
+async function newPassword(io: CliIo): Promise<string> {
+  const password = await readPassword(io, { confirm: true });
+  checkAdminPassword(password);
+  return password;
+}
+
+export const adminAdd: Command = {
+  name: 'admin add',
+  summary: 'Create an admin account in the configured store.',
+  synopsis: '--email <email> [--json]',
+  description: [...PASSWORD_HELP, 'An existing email (case-insensitive) is refused: use admin reset-password.'],
+  options: { email: { type: 'string' }, json: { type: 'boolean' } },
+  optionHelp: { email: 'the admin\'s email, used to log in (required)', json: 'print JSON' },
+  async run(io, args) {
+    const email = requiredString(args, 'email');
+    checkEmail(email);
+    const password = await newPassword(io);
+    return withStore(io.env, async (context) => {
+      const { admin, created } = await context.store.createAdmin(email, await context.hasher.hash(password));
+      if (!created) throw new RefusedError('admin_exists', `an admin ${admin.email} exists already; use 'gatehouse admin reset-password'`);
+      await context.audit({ action: 'admin_created', subjectId: String(admin.id) });
+      if (args.values.json) printJson(io, adminRecord(admin));
+      else io.stdout.write(`created admin ${admin.id} ${admin.email}\n`);
+      return EXIT_OK;
+    });
+  },
+};
+
+export const adminResetPassword: Command = {
+  name: 'admin reset-password',
+  summary: 'Set a new password for an admin (break-glass: no old password needed).',
+  synopsis: '--email <email> [--json]',
+  description: [
+    ...PASSWORD_HELP,
+    'Admin tokens already issued stay valid until they expire (ADMIN_SESSION_TTL).',
+  ],
+  options: { email: { type: 'string' }, json: { type: 'boolean' } },
+  optionHelp: { email: 'the admin whose password to set (required)', json: 'print JSON' },
+  async run(io, args) {
+    const email = requiredString(args, 'email');
+    return withStore(io.env, async (context) => {
+      const admin = await context.store.findAdminByEmail(email);
+      if (!admin) throw new RefusedError('not_found', `no admin ${email}`);
+      const password = await newPassword(io);
+      await context.store.setAdminPassword(admin.id, await context.hasher.hash(password));
+      await context.audit({ action: 'admin_password_reset', subjectId: String(admin.id) });
+      if (args.values.json) printJson(io, adminRecord(admin));
+      else io.stdout.write(`password of admin ${admin.id} ${admin.email} changed\n`);
+      return EXIT_OK;
+    });
+  },
+};
+
+export const adminList: Command = {
+  name: 'admin list',
+  summary: 'List the admin accounts in the configured store.',
+  synopsis: '[--json]',
+  description: [],
+  options: { json: { type: 'boolean' } },
+  optionHelp: { json: 'print JSON' },
+  async run(io, args) {
+    return withStore(io.env, async (context) => {
+      const admins = (await context.store.listAdmins()).map(adminRecord);
+      if (args.values.json) printJson(io, admins);
+      else printTable(io, ['ID', 'EMAIL', 'CREATED'], admins.map((admin) => [admin.id, admin.email, admin.created_at]));
+      return EXIT_OK;
+    });
+  },
+};

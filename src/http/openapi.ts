@@ -1,0 +1,237 @@
+import fastifyApiReference from '@scalar/fastify-api-reference';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { auditEventSchema } from '../audit/record.ts';
+import { createKeyBodySchema } from '../keys/create-request.ts';
+import { apiKeyRecordSchema, createdApiKeySchema } from '../keys/record.ts';
+import { API_KEYS_PATH } from './api-key-routes.ts';
+import { AUDIT_EVENTS_PATH, auditQuerySchema } from './audit-routes.ts';
+import { LOGIN_PATH, loginBodySchema, loginResponseSchema } from './auth-routes.ts';
+import { ERROR_CODES, type ErrorCode } from './errors.ts';
+import { methodNotAllowed } from './method-not-allowed.ts';
+
+export const OPENAPI_PATH = '/api/v1/openapi.json';
+export const DOCS_PATH = '/docs';
+
+/** The problem+json body every refusal carries (RFC 9457; `problemFor` in errors.ts builds it). */
+export const problemSchema = z.object({
+  type: z.string(),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  code: z.enum(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]),
+  instance: z.string().optional().meta({ description: 'The request id (also in `x-request-id`)' }),
+  errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+});
+
+export interface OpenApiOptions {
+  /** Every scope a key may be granted: listed in the create body's schema. */
+  knownScopes: ReadonlySet<string>;
+  version: string;
+  /** Serve `GET /api/v1/openapi.json` (`OPENAPI_ENABLED`). */
+  openapi: boolean;
+  /** Serve the reference page at `/docs` (`DOCS_ENABLED`); it renders the document, so only with `openapi`. */
+  docs: boolean;
+}
+
+type JsonSchema = Record<string, unknown>;
+export type OpenApiDocument = JsonSchema & { openapi: string; paths: Record<string, Record<string, JsonSchema>> };
+
+/**
+ * The OpenAPI 3.1 document of the gateway's own endpoints, generated from the zod schemas
+ * the handlers validate with (and the response schemas their answers are built to), so the
+ * description cannot drift from the code. Built once: its only input is the config.
+ */
+export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: string): OpenApiDocument {
+  const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+  const json = (schema: JsonSchema) => ({ 'application/json': { schema } });
+  const admin = [{ adminToken: [] }];
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Gatehouse',
+      version,
+      description:
+        'The gateway\'s own endpoints: admin login, API-key management and the audit trail. ' +
+        'Everything else is authorized and proxied to the agent platform. Every refusal is ' +
+        '`application/problem+json` with a stable `code`.',
+    },
+    tags: [
+      { name: 'auth', description: 'Admin login' },
+      { name: 'api-keys', description: 'API keys (admin token only)' },
+      { name: 'audit', description: 'The audit trail (admin token only)' },
+      { name: 'meta', description: 'This document' },
+    ],
+    paths: {
+      [LOGIN_PATH]: {
+        post: {
+          operationId: 'login',
+          tags: ['auth'],
+          summary: 'Log in as an admin',
+          description: 'A wrong email and a wrong password get the same 401. After 10 failures for one email or from one address within 15 minutes, logins are answered 429 until the window closes.',
+          security: [],
+          requestBody: { required: true, content: json(ref('LoginRequest')) },
+          responses: {
+            '200': { description: 'An admin session token', headers: noStore(), content: json(ref('LoginResponse')) },
+            ...problems('validation_failed', 'bad_request', 'invalid_credential', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'store_unavailable'),
+          },
+        },
+      },
+      [API_KEYS_PATH]: {
+        post: {
+          operationId: 'createApiKey',
+          tags: ['api-keys'],
+          summary: 'Create an API key',
+          description: 'The raw key is in this response only. Creating a key over `LICENSE_API_KEYS` is 402 and creates nothing.',
+          security: admin,
+          requestBody: { required: true, content: json(ref('CreateApiKeyRequest')) },
+          responses: {
+            '201': {
+              description: 'The created key: its record and the raw key',
+              headers: { location: { description: '/api/v1/api-keys/{id}', schema: { type: 'string' } }, ...noStore() },
+              content: json(ref('CreatedApiKey')),
+            },
+            ...problems('validation_failed', 'bad_request', ...ADMIN_REFUSALS, 'license_limit', 'payload_too_large', 'unsupported_media_type', 'store_unavailable'),
+          },
+        },
+        get: {
+          operationId: 'listApiKeys',
+          tags: ['api-keys'],
+          summary: 'List API keys',
+          description: 'Every key, revoked and expired ones included (`is_active: false`), by id; never the raw key.',
+          security: admin,
+          responses: {
+            '200': { description: 'The records', headers: noStore(), content: json({ type: 'array', items: ref('ApiKeyRecord') }) },
+            ...problems(...ADMIN_REFUSALS, 'store_unavailable'),
+          },
+        },
+      },
+      [`${API_KEYS_PATH}/{id}`]: {
+        delete: {
+          operationId: 'revokeApiKey',
+          tags: ['api-keys'],
+          summary: 'Revoke an API key',
+          description: 'At once: the key\'s next use is 401 `revoked_credential`. Revoking a revoked key is 204 again.',
+          security: admin,
+          parameters: [
+            {
+              name: 'id',
+              in: 'path',
+              required: true,
+              description: 'A canonical decimal integer; `0` or a negative one is 404, anything else that is not one is 400',
+              schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+            },
+          ],
+          responses: {
+            '204': { description: 'Revoked' },
+            ...problems('validation_failed', ...ADMIN_REFUSALS, 'not_found', 'store_unavailable'),
+          },
+        },
+      },
+      [AUDIT_EVENTS_PATH]: {
+        get: {
+          operationId: 'listAuditEvents',
+          tags: ['audit'],
+          summary: 'List audit events',
+          description: 'Logins (success and failure) and key creations and revocations, by the API or the `gatehouse` CLI; newest first.',
+          security: admin,
+          parameters: queryParameters(auditQuerySchema),
+          responses: {
+            '200': { description: 'The events, newest first', headers: noStore(), content: json({ type: 'array', items: ref('AuditEvent') }) },
+            ...problems('validation_failed', ...ADMIN_REFUSALS, 'store_unavailable'),
+          },
+        },
+      },
+      [OPENAPI_PATH]: {
+        get: {
+          operationId: 'getOpenApiDocument',
+          tags: ['meta'],
+          summary: 'This OpenAPI document',
+          security: [],
+          responses: { '200': { description: 'OpenAPI 3.1', content: json({ type: 'object' }) } },
+        },
+      },
+    },
+    components: {
+      securitySchemes: {
+        adminToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The token from `POST /api/v1/auth/login`' },
+      },
+      schemas: {
+        LoginRequest: jsonSchema(loginBodySchema, 'input'),
+        LoginResponse: jsonSchema(loginResponseSchema, 'output'),
+        CreateApiKeyRequest: jsonSchema(createKeyBodySchema(knownScopes), 'input'),
+        ApiKeyRecord: jsonSchema(apiKeyRecordSchema, 'output'),
+        CreatedApiKey: jsonSchema(createdApiKeySchema, 'output'),
+        AuditEvent: jsonSchema(auditEventSchema, 'output'),
+        Problem: jsonSchema(problemSchema, 'output'),
+      },
+    },
+  };
+}
+
+/** Every refusal of an endpoint that takes an admin token and nothing else. */
+const ADMIN_REFUSALS = ['missing_credential', 'invalid_credential', 'expired_credential', 'wrong_credential_type'] as const;
+
+/** Serves the document (public, no credential) and the reference page, each when enabled. */
+export async function registerOpenApi(app: FastifyInstance, options: OpenApiOptions): Promise<void> {
+  if (!options.openapi) return;
+  const document = JSON.stringify(buildOpenApiDocument(options.knownScopes, options.version));
+  app.get(OPENAPI_PATH, async (_request, reply) => reply.type('application/json; charset=utf-8').send(document));
+  methodNotAllowed(app, OPENAPI_PATH, ['GET']);
+  if (!options.docs) return;
+  // The plugin serves its bundled renderer at /docs/js/scalar.js: nothing is loaded from a CDN,
+  // and without the default fonts, telemetry or the hosted extras the page asks nothing of
+  // another origin (docs-browser.test.ts checks it in Chromium).
+  await app.register(fastifyApiReference, {
+    routePrefix: DOCS_PATH,
+    configuration: {
+      url: OPENAPI_PATH,
+      pageTitle: 'Gatehouse API reference',
+      withDefaultFonts: false,
+      telemetry: false,
+      hideClientButton: true,
+      // A small document: every operation in the sidebar at once. No hosted extras (AI agent, SDK generation).
+      defaultOpenAllTags: true,
+      showDeveloperTools: 'never',
+      agent: { disabled: true },
+    },
+  });
+  for (const path of [DOCS_PATH, `${DOCS_PATH}/`, `${DOCS_PATH}/js/scalar.js`]) methodNotAllowed(app, path, ['GET']);
+}
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+  // OpenAPI 3.1's dialect is JSON Schema 2020-12; the document, not each schema, says so.
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, target: 'draft-2020-12' }) as JsonSchema;
+  return rest;
+}
+
+/** One OpenAPI parameter per field of a strict query schema, typed as the handler reads it. */
+function queryParameters(schema: z.ZodObject): JsonSchema[] {
+  return Object.entries(schema.shape).map(([name, field]) => {
+    const { description, ...parameterSchema } = jsonSchema(field as z.ZodType, 'output');
+    return { name, in: 'query', required: !(field as z.ZodType).safeParse(undefined).success, description, schema: parameterSchema };
+  });
+}
+
+function noStore(): JsonSchema {
+  return { 'cache-control': { schema: { type: 'string', const: 'no-store' } } };
+}
+
+/** The problem+json responses of the given codes, grouped by status. */
+function problems(...codes: ErrorCode[]): Record<string, JsonSchema> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) byStatus.set(ERROR_CODES[code].status, [...(byStatus.get(ERROR_CODES[code].status) ?? []), code]);
+  const responses: Record<string, JsonSchema> = {};
+  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const headers: JsonSchema = {};
+    if (status === 401 || status === 403) headers['www-authenticate'] = { schema: { type: 'string' } };
+    if (status === 429) headers['retry-after'] = { description: 'Seconds', schema: { type: 'integer' } };
+    if (status === 405) headers.allow = { schema: { type: 'string' } };
+    responses[String(status)] = {
+      description: group.map((code) => `\`${code}\``).join(', '),
+      ...(Object.keys(headers).length ? { headers } : {}),
+      content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+    };
+  }
+  return responses;
+}

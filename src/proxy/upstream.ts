@@ -1,0 +1,307 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { Readable, type Duplex } from 'node:stream';
+import type { FastifyReply } from 'fastify';
+import { Pool, type Dispatcher } from 'undici';
+import { GatewayError } from '../http/errors.ts';
+import { clientResponseHeaders } from './upstream-headers.ts';
+
+/** An HTTP status from the upstream, or how the exchange failed without one. */
+export type UpstreamStatus = number | 'error' | 'timeout';
+
+export interface UpstreamOptions {
+  /** `UPSTREAM_URL`: its origin; every request keeps its own path. */
+  url: string;
+  /** Milliseconds to wait for the upstream's response headers before 504 (`UPSTREAM_TIMEOUT`). */
+  timeoutMs: number;
+  /** Told of every upstream exchange: the route name, the status or how it failed, and its duration. */
+  observed?: (route: string, status: UpstreamStatus, seconds: number) => void;
+}
+
+/** One request for the upstream, already authorized. */
+export interface UpstreamRequest {
+  method: string;
+  /** The request target exactly as received (request-target.ts): path and query, byte for byte. */
+  path: string;
+  /** Flat `[name, value, …]` (upstream-headers.ts). */
+  headers: string[];
+  body: Readable | Buffer | string | null;
+  /** The route-table name, for the upstream metrics. */
+  route: string;
+}
+
+export interface UpstreamResponse {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  body: Readable;
+}
+
+/** Called when the upstream fails before anything was sent to the client: answer it (502, 504, 413). */
+export type Refuse = (error: GatewayError) => void;
+
+/**
+ * Looks at the upstream's status and headers before anything is sent: undefined to relay the
+ * response as it is, or a function that takes the response over (its body as a stream) and
+ * answers the client itself.
+ */
+export type Inspect = (statusCode: number, headers: IncomingHttpHeaders) => ((response: UpstreamResponse) => void) | undefined;
+
+/**
+ * The gateway's one way to the upstream: an undici `Pool` (keep-alive, 128 connections, no
+ * pipelining), created once and shared by the generic forwarding and the MCP routes.
+ *
+ * `relay` is the hot path: the request body streams from the client, the response streams
+ * into the client's socket as undici parses it, with backpressure both ways and nothing
+ * buffered (SSE included: only the wait for response headers is bounded); an `inspect`
+ * function may take over answers that must be read before they are sent (MCP). `tunnel`
+ * serves WebSocket upgrades.
+ */
+export class Upstream {
+  readonly #pool: Pool;
+  readonly #observed: UpstreamOptions['observed'];
+  readonly #tunnels = new Set<Duplex>();
+  #closing = false;
+
+  constructor(options: UpstreamOptions) {
+    this.#pool = new Pool(new URL(options.url).origin, {
+      connections: 128,
+      pipelining: 1,
+      keepAliveTimeout: 60_000,
+      headersTimeout: options.timeoutMs,
+      // Streams (SSE) may idle for long; only the wait for response headers is bounded.
+      bodyTimeout: 0,
+    });
+    this.#observed = options.observed;
+  }
+
+  /**
+   * Sends `request` upstream and streams the answer into `reply.raw` (the reply is hijacked
+   * once the upstream's headers arrive). If the upstream fails first, `refuse` answers instead;
+   * if it fails mid-body, the client's connection is destroyed, so a truncated body never
+   * looks complete. A client that goes away aborts the upstream request.
+   */
+  relay(reply: FastifyReply, request: UpstreamRequest, refuse: Refuse, inspect?: Inspect): void {
+    const relay = new Relay(this, reply, request.route, refuse, inspect);
+    const raw = reply.raw as RelayedResponse;
+    raw[kRelay] = relay;
+    raw.once('close', onClientClose);
+    this.#pool.dispatch({ method: request.method as Dispatcher.HttpMethod, path: request.path, headers: request.headers, body: request.body }, relay);
+  }
+
+  /**
+   * A WebSocket upgrade: the handshake goes upstream; a 101 joins the client's socket and the
+   * upstream's byte for byte (sub-protocols and extensions are the two ends' business), any
+   * other answer is relayed as a response. `head` is what the client sent after its handshake.
+   */
+  tunnel(reply: FastifyReply, request: UpstreamRequest, head: Buffer, refuse: Refuse): void {
+    const relay = new Relay(this, reply, request.route, refuse, undefined, head);
+    const raw = reply.raw as RelayedResponse;
+    raw[kRelay] = relay;
+    raw.once('close', onClientClose);
+    this.#pool.dispatch({ method: 'GET', path: request.path, headers: request.headers, body: null, upgrade: 'websocket' }, relay);
+  }
+
+  /** Ends every WebSocket tunnel: they hold the server open, and a shutdown does not wait for them. */
+  endTunnels(): void {
+    this.#closing = true;
+    for (const socket of this.#tunnels) socket.destroy();
+    this.#tunnels.clear();
+  }
+
+  /** After the server has closed: drops the upstream connections. */
+  async close(): Promise<void> {
+    this.endTunnels();
+    await this.#pool.destroy();
+  }
+
+  observe(route: string, status: UpstreamStatus, started: number): void {
+    this.#observed?.(route, status, (performance.now() - started) / 1000);
+  }
+
+  /** Joins two upgraded sockets until either ends. */
+  join(client: Duplex, upstream: Duplex, head: Buffer): void {
+    if (this.#closing) {
+      client.destroy();
+      upstream.destroy();
+      return;
+    }
+    const tunnels = this.#tunnels;
+    tunnels.add(client);
+    const end = () => {
+      tunnels.delete(client);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+    if (head.length > 0) upstream.write(head);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+}
+
+const kRelay = Symbol('relay');
+
+interface RelayedResponse extends ServerResponse {
+  [kRelay]?: Relay;
+}
+
+/** Why a relay was aborted from our side: the client left. */
+const CLIENT_GONE = new Error('The client closed the connection');
+
+/**
+ * One relayed exchange, as an undici dispatch handler: no promise, stream or closure per
+ * request. Backpressure: a full client socket pauses the upstream's, `drain` resumes it.
+ */
+class Relay implements Dispatcher.DispatchHandler {
+  readonly upstream: Upstream;
+  readonly reply: FastifyReply;
+  readonly route: string;
+  readonly refuse: Refuse;
+  readonly inspect: Inspect | undefined;
+  readonly head: Buffer | undefined;
+  readonly started = performance.now();
+  controller: Dispatcher.DispatchController | undefined = undefined;
+  /** The upstream's status, once its headers arrived. */
+  status = 0;
+  /** The exchange is over (ended, failed or upgraded). */
+  done = false;
+  draining = false;
+  /** The body, when `inspect` took the response over. */
+  body: UpstreamBody | undefined = undefined;
+
+  constructor(upstream: Upstream, reply: FastifyReply, route: string, refuse: Refuse, inspect: Inspect | undefined, head?: Buffer) {
+    this.upstream = upstream;
+    this.reply = reply;
+    this.route = route;
+    this.refuse = refuse;
+    this.inspect = inspect;
+    this.head = head;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.reply.raw.destroyed) controller.abort(CLIENT_GONE);
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    this.status = statusCode;
+    const takeOver = this.inspect?.(statusCode, headers);
+    if (takeOver !== undefined) {
+      this.body = new UpstreamBody(controller);
+      takeOver({ statusCode, headers, body: this.body });
+      return;
+    }
+    const reply = this.reply.hijack();
+    reply.raw.writeHead(statusCode, clientResponseHeaders(headers, reply.request.id));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.body !== undefined) {
+      if (!this.body.push(chunk)) controller.pause();
+      return;
+    }
+    const raw = this.reply.raw;
+    if (raw.write(chunk)) return;
+    controller.pause();
+    if (!this.draining) {
+      this.draining = true;
+      raw.on('drain', onClientDrain);
+    }
+  }
+
+  onResponseEnd(): void {
+    this.done = true;
+    if (this.body !== undefined) this.body.push(null);
+    else this.reply.raw.end();
+    this.upstream.observe(this.route, this.status, this.started);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.body !== undefined) {
+      // Whoever took the response over sees the failure on its stream.
+      this.body.destroy(error);
+      this.upstream.observe(this.route, error === CLIENT_GONE ? this.status : 'error', this.started);
+      return;
+    }
+    if (error === CLIENT_GONE) {
+      if (this.status !== 0) this.upstream.observe(this.route, this.status, this.started);
+      return;
+    }
+    if (this.status !== 0 || this.reply.raw.headersSent) {
+      // Part of the answer is out: only a broken connection tells the client it is incomplete.
+      this.reply.raw.destroy();
+      this.upstream.observe(this.route, 'error', this.started);
+      return;
+    }
+    const refusal = upstreamError(error);
+    this.upstream.observe(this.route, statusOfFailure(refusal), this.started);
+    this.refuse(refusal);
+  }
+
+  onRequestUpgrade(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
+    this.done = true;
+    this.status = statusCode;
+    const reply = this.reply.hijack();
+    const raw = reply.raw;
+    const client = raw.socket;
+    if (client === null || client.destroyed) {
+      socket.destroy();
+      return;
+    }
+    raw.detachSocket(client);
+    let head = `HTTP/1.1 101 Switching Protocols\r\n`;
+    for (const name in headers) {
+      const value = headers[name];
+      if (value === undefined || name === 'x-request-id') continue;
+      for (const each of typeof value === 'string' ? [value] : value) head += `${name}: ${each}\r\n`;
+    }
+    client.write(`${head}x-request-id: ${reply.request.id}\r\n\r\n`);
+    this.upstream.observe(this.route, statusCode, this.started);
+    this.upstream.join(client, socket, this.head ?? Buffer.alloc(0));
+  }
+}
+
+/** A taken-over response's body: reading resumes the upstream's socket, destroying it aborts the request. */
+class UpstreamBody extends Readable {
+  readonly #controller: Dispatcher.DispatchController;
+
+  constructor(controller: Dispatcher.DispatchController) {
+    super();
+    this.#controller = controller;
+  }
+
+  override _read(): void {
+    this.#controller.resume();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    if (!this.readableEnded && !this.#controller.aborted) this.#controller.abort(error ?? CLIENT_GONE);
+    callback(error);
+  }
+}
+
+function onClientClose(this: RelayedResponse): void {
+  const relay = this[kRelay];
+  if (relay !== undefined && !relay.done) relay.controller?.abort(CLIENT_GONE);
+}
+
+function onClientDrain(this: RelayedResponse): void {
+  this[kRelay]?.controller?.resume();
+}
+
+/** A GatewayError for an upstream failure: one the gateway raised itself (a body over the limit), 504 on the headers timeout, 502 otherwise. */
+export function upstreamError(error: unknown): GatewayError {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
+    if (cause instanceof GatewayError) return cause;
+  }
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === 'UND_ERR_HEADERS_TIMEOUT'
+    ? new GatewayError('upstream_timeout', 'The upstream did not answer in time', { cause: error })
+    : new GatewayError('upstream_unavailable', 'The upstream could not be reached', { cause: error });
+}
+
+function statusOfFailure(error: GatewayError): UpstreamStatus {
+  return error.code === 'upstream_timeout' ? 'timeout' : 'error';
+}

@@ -1,0 +1,53 @@
+import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+
+/**
+ * One process at a time on an embedded store: PGlite has no lock of its own, and a second
+ * process on the same directory (a `gatehouse keys …` beside a running gateway) would corrupt
+ * it. The lock is a file holding the owner's pid, taken with O_EXCL; a lock whose process is
+ * gone (a crash, a container restart) is taken over. Returns the release function.
+ */
+export function lockEmbeddedStore(dir: string): () => void {
+  const path = `${dir}.lock`;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const fd = openSync(path, 'wx');
+      try {
+        writeSync(fd, `${process.pid}\n`);
+      } finally {
+        closeSync(fd);
+      }
+      return () => rmSync(path, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = readHolder(path);
+    // Our own pid: a restarted container (pid 1 again) or this process opening it twice.
+    if (holder !== undefined && holder !== process.pid && isAlive(holder)) {
+      throw new Error(
+        `the embedded store ${dir} is in use by process ${holder} (a running gateway?): stop it first, ` +
+          `or share a PostgreSQL database (DATABASE_URL)`,
+      );
+    }
+    rmSync(path, { force: true });
+  }
+  throw new Error(`cannot lock the embedded store ${dir} (${path})`);
+}
+
+function readHolder(path: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(path, 'utf8').trim());
+    return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, under another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

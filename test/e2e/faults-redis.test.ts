@@ -1,0 +1,239 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GatewayProcess } from '../support/gateway-process.ts';
+import { createKey, loginAdmin, request, type JsonResponse } from '../support/http.ts';
+import { startOrigin, type Origin } from '../support/origin.ts';
+import { privateRedis, redisServerAvailable, type PrivateRedis } from '../support/redis-server.ts';
+import { metric, readyz, startReplicas, useKey, waitForRedis } from '../support/replicas.ts';
+import { createTestDatabase, postgresUrl, type TestDatabase } from '../support/services.ts';
+
+interface Deployment {
+  database: TestDatabase;
+  redis: PrivateRedis;
+  origin: Origin;
+  replicas: GatewayProcess[];
+  admin: string;
+  /** What each replica was started with (ports excepted). */
+  env: Record<string, string>;
+  create(name: string, on?: GatewayProcess): Promise<{ key: string; id: number }>;
+  revoke(id: number, on: GatewayProcess): Promise<JsonResponse>;
+  close(): Promise<void>;
+}
+
+/** `count` replicas on a fresh database and a private redis-server (started or not) that the test kills and restarts. */
+async function deploy(count: number, options: { redisRunning: boolean }): Promise<Deployment> {
+  const database = await createTestDatabase();
+  const redis = await privateRedis();
+  if (options.redisRunning) await redis.start();
+  const origin = await startOrigin();
+  const env = { DATABASE_URL: database.url, REDIS_URL: redis.url, UPSTREAM_URL: origin.url, LOG_LEVEL: 'error' };
+  const replicas = await startReplicas(count, env);
+  const admin = await loginAdmin(replicas[0]!.url);
+  return {
+    database,
+    redis,
+    origin,
+    replicas,
+    admin,
+    env,
+    async create(name, on = replicas[0]!) {
+      const response = await createKey(on.url, admin, { name, scopes: ['events:write'] });
+      expect(response.status, response.text).toBe(201);
+      return { key: response.body.key as string, id: response.body.id as number };
+    },
+    revoke: (id, on) => request(`${on.url}/api/v1/api-keys/${id}`, { method: 'DELETE', token: admin }),
+    async close() {
+      await Promise.all(replicas.map((replica) => replica.stop()));
+      await origin.close();
+      await redis.kill();
+      await database.drop();
+    },
+  };
+}
+
+/** Needs PostgreSQL (shared by the replicas) and a redis-server binary (a Redis of their own, to kill). */
+const describeWithServices = (name: string, fn: () => void) => describe.skipIf(postgresUrl() === null || !redisServerAvailable())(name, fn);
+
+async function expectRefusedEverywhere(replicas: GatewayProcess[], key: string): Promise<void> {
+  const uses = await Promise.all(replicas.map((replica) => useKey(replica, key)));
+  expect(uses.map(({ status, code }) => ({ status, code }))).toEqual(replicas.map(() => ({ status: 401, code: 'revoked_credential' })));
+}
+
+async function revokedInStore(databaseUrl: string, id: number): Promise<boolean> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM api_keys WHERE id = $1', [id]);
+    return rows[0]?.revoked_at != null;
+  } finally {
+    await client.end();
+  }
+}
+
+async function expectNoFailOpen(replicas: GatewayProcess[]): Promise<void> {
+  for (const replica of replicas) expect(await metric(replica, 'gatehouse_fail_open_decisions_total')).toBe(0);
+}
+
+describeWithServices('fault: Redis down at start', () => {
+  let d: Deployment;
+  beforeAll(async () => {
+    d = await deploy(2, { redisRunning: false });
+  }, 120_000);
+  afterAll(() => d?.close());
+
+  it('starts, serves, and reports Redis degraded in /readyz and the redis metric', async () => {
+    for (const replica of d.replicas) {
+      const ready = await readyz(replica);
+      expect(ready.status).toBe(200);
+      expect(ready.body.checks.redis).toEqual({ status: 'degraded', connected: false, subscribed: false });
+      expect(await metric(replica, 'gatehouse_dependency_up', { dependency: 'redis' })).toBe(0);
+    }
+  });
+
+  it('keeps every guarantee through the store: keys work on all replicas, state is never cached, a revocation is effective everywhere at once', async () => {
+    const { key, id } = await d.create('degraded');
+    for (const replica of d.replicas) {
+      const missesBefore = await metric(replica, 'gatehouse_cache_lookups_total', { tier: 'state', result: 'miss' });
+      for (let i = 0; i < 3; i++) expect((await useKey(replica, key)).status).toBe(200);
+      // Degraded: the state is read from the store on every request.
+      expect(await metric(replica, 'gatehouse_cache_lookups_total', { tier: 'state', result: 'miss' })).toBe(missesBefore + 3);
+    }
+    // Stored, but the other replicas could not be told through Redis: not confirmed with a 204.
+    const deleted = await d.revoke(id, d.replicas[0]!);
+    expect([deleted.status, deleted.body.code]).toEqual([503, 'store_unavailable']);
+    await expectRefusedEverywhere(d.replicas, key);
+    // Retried once Redis is back, the DELETE confirms.
+    await d.redis.start();
+    await waitForRedis(d.replicas, 'ok');
+    expect((await d.revoke(id, d.replicas[1]!)).status).toBe(204);
+  });
+
+  it('once Redis is up: reports it, caches again, and revokes through the barrier', async () => {
+    for (const replica of d.replicas) {
+      expect((await readyz(replica)).body.checks.redis).toEqual({ status: 'ok', connected: true, subscribed: true });
+      expect(await metric(replica, 'gatehouse_dependency_up', { dependency: 'redis' })).toBe(1);
+    }
+    const { key, id } = await d.create('after recovery', d.replicas[1]);
+    for (const replica of d.replicas) {
+      expect((await useKey(replica, key)).status).toBe(200);
+      const hitsBefore = await metric(replica, 'gatehouse_cache_lookups_total', { tier: 'state', result: 'hit' });
+      expect((await useKey(replica, key)).status).toBe(200);
+      expect(await metric(replica, 'gatehouse_cache_lookups_total', { tier: 'state', result: 'hit' })).toBe(hitsBefore + 1);
+    }
+    expect((await d.revoke(id, d.replicas[0]!)).status).toBe(204);
+    await expectRefusedEverywhere(d.replicas, key);
+    await expectNoFailOpen(d.replicas);
+  });
+});
+
+describeWithServices('fault: Redis lost mid-traffic and back', () => {
+  let d: Deployment;
+  beforeAll(async () => {
+    d = await deploy(3, { redisRunning: true });
+    await waitForRedis(d.replicas, 'ok');
+  }, 120_000);
+  afterAll(() => d?.close());
+
+  it('no 5xx and no refusal for a cached key, no stale acceptance of a revoked one, before, during and after', async () => {
+    const steady = await d.create('steady');
+    const revokedDuring = await d.create('revoked during the outage');
+    const revokedAfter = await d.create('revoked after the outage');
+    for (const { key } of [steady, revokedDuring, revokedAfter]) {
+      for (const replica of d.replicas) expect((await useKey(replica, key)).status).toBe(200);
+    }
+
+    const failures: string[] = [];
+    let requests = 0;
+    let running = true;
+    const traffic = d.replicas.map(async (replica, index) => {
+      while (running) {
+        const use = await useKey(replica, steady.key);
+        requests++;
+        if (use.status !== 200) failures.push(`replica ${index}: ${use.status} ${use.code}`);
+      }
+    });
+
+    await d.redis.kill();
+    await waitForRedis(d.replicas, 'degraded');
+    const deleted = await d.revoke(revokedDuring.id, d.replicas[0]!);
+    expect([deleted.status, deleted.body.code]).toEqual([503, 'store_unavailable']);
+    await expectRefusedEverywhere(d.replicas, revokedDuring.key);
+
+    await d.redis.start();
+    await waitForRedis(d.replicas, 'ok');
+    expect((await d.revoke(revokedAfter.id, d.replicas[2]!)).status).toBe(204);
+    await expectRefusedEverywhere(d.replicas, revokedAfter.key);
+    await expectRefusedEverywhere(d.replicas, revokedDuring.key);
+
+    running = false;
+    await Promise.all(traffic);
+    expect(failures).toEqual([]);
+    expect(requests).toBeGreaterThan(30);
+    await expectNoFailOpen(d.replicas);
+  });
+});
+
+describeWithServices('fault: a replica killed with SIGKILL mid-revoke', () => {
+  let d: Deployment;
+  beforeAll(async () => {
+    d = await deploy(3, { redisRunning: true });
+    await waitForRedis(d.replicas, 'ok');
+  }, 120_000);
+  afterAll(() => d?.close());
+
+  it('a replica that dies before acknowledging is counted as missed; the others are correct when 204 arrives', async () => {
+    const [a, b, c] = d.replicas as [GatewayProcess, GatewayProcess, GatewayProcess];
+    const { key, id } = await d.create('killed mid-revoke');
+    for (const replica of d.replicas) expect((await useKey(replica, key)).status).toBe(200);
+
+    // Frozen, c is still subscribed (PUBLISH counts it) but cannot acknowledge; it dies during the barrier.
+    c.child.kill('SIGSTOP');
+    const started = performance.now();
+    const deleting = d.revoke(id, a);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await c.kill();
+    const deleted = await deleting;
+    expect(deleted.status).toBe(204);
+    expect(performance.now() - started).toBeGreaterThan(1_500); // waited for c up to the bound
+    await expectRefusedEverywhere([a, b], key);
+    expect(await metric(a, 'gatehouse_revocation_barrier_missed_replicas_total')).toBe(1);
+
+    // Without c, a barrier is quick and complete again.
+    const next = await d.create('after the kill', b);
+    for (const replica of [a, b]) expect((await useKey(replica, next.key)).status).toBe(200);
+    const quick = performance.now();
+    expect((await d.revoke(next.id, b)).status).toBe(204);
+    expect(performance.now() - quick).toBeLessThan(1_000);
+    await expectRefusedEverywhere([a, b], next.key);
+    expect(await metric(b, 'gatehouse_revocation_barrier_missed_replicas_total')).toBe(0);
+    await expectNoFailOpen([a, b]);
+  });
+
+  it('when the revoking replica dies mid-barrier, the others still drop the key, and a retried DELETE confirms it', async () => {
+    const [a, b] = d.replicas as [GatewayProcess, GatewayProcess];
+    const { key, id } = await d.create('revoker killed', a);
+    for (const replica of [a, b]) expect((await useKey(replica, key)).status).toBe(200);
+    // A third replica revokes; b is frozen, so the barrier is still waiting for it when the revoker dies.
+    const [doomed] = await startReplicas(1, d.env);
+    await waitForRedis([doomed!], 'ok');
+    b.child.kill('SIGSTOP');
+    try {
+      const deleting = d.revoke(id, doomed!).then(
+        (response) => response.status,
+        () => 'no answer',
+      );
+      await expect.poll(() => revokedInStore(d.database.url, id), { timeout: 5_000, interval: 10 }).toBe(true);
+      await doomed!.kill();
+      expect(await deleting).toBe('no answer');
+    } finally {
+      b.child.kill('SIGCONT');
+      await doomed!.kill();
+    }
+    // The change was published before the revoker died: b drops the key as soon as it runs again.
+    await expect.poll(async () => (await useKey(b, key)).code, { timeout: 5_000 }).toBe('revoked_credential');
+    await expectRefusedEverywhere([a, b], key);
+    // No 204 was given, so nothing was promised; the admin retries, and that answer holds everywhere.
+    expect((await d.revoke(id, b)).status).toBe(204);
+    await expectRefusedEverywhere([a, b], key);
+  });
+});

@@ -1,0 +1,236 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { closeRedisConnection, createRedisConnection } from '../../src/redis/connection.ts';
+import { RevocationBus, type RevocationBusEvent } from '../../src/redis/revocation-bus.ts';
+import { RedisSigner } from '../../src/redis/signer.ts';
+import { KeyVerifier } from '../../src/verify/key-verifier.ts';
+import { freePort } from '../support/gateway-process.ts';
+import { privateRedis, redisServerAvailable, type PrivateRedis } from '../support/redis-server.ts';
+import { describeWithRedis, redisUrl } from '../support/services.ts';
+import { codeOf, KeyTable, T0, tinyHasher } from '../unit/verify/support.ts';
+
+interface Replica {
+  name: string;
+  publisher: Redis;
+  subscriber: Redis;
+  bus: RevocationBus;
+  evicted: number[];
+  degraded: boolean[];
+  events: RevocationBusEvent[];
+}
+
+const opened: Replica[] = [];
+
+function replica(
+  url: string,
+  options: { prefix: string; signer: RedisSigner; timeoutMs?: number; heartbeatMs?: number; evict?: (keyId: number) => void; setDegraded?: (degraded: boolean) => void },
+): Replica {
+  const name = `test:bus-${randomBytes(4).toString('hex')}`;
+  const publisher = createRedisConnection(url, { name: `${name}:commands` });
+  const subscriber = createRedisConnection(url, { name: `${name}:subscriber` });
+  const evicted: number[] = [];
+  const degraded: boolean[] = [];
+  const events: RevocationBusEvent[] = [];
+  const bus = new RevocationBus({
+    publisher,
+    subscriber,
+    signer: options.signer,
+    prefix: options.prefix,
+    timeoutMs: options.timeoutMs ?? 2_000,
+    heartbeatMs: options.heartbeatMs,
+    evict: (keyId) => {
+      evicted.push(keyId);
+      options.evict?.(keyId);
+    },
+    setDegraded: (value) => {
+      degraded.push(value);
+      options.setDegraded?.(value);
+    },
+    onEvent: (event) => events.push(event),
+  });
+  bus.start();
+  const made = { name, publisher, subscriber, bus, evicted, degraded, events };
+  opened.push(made);
+  return made;
+}
+
+async function subscribed(...replicas: Replica[]): Promise<void> {
+  await vi.waitFor(() => expect(replicas.map((r) => r.bus.degraded)).toEqual(replicas.map(() => false)), { timeout: 5_000 });
+}
+
+async function closeAll(): Promise<void> {
+  for (const made of opened.splice(0)) {
+    await made.bus.close();
+    await closeRedisConnection(made.publisher);
+    await closeRedisConnection(made.subscriber);
+  }
+}
+
+/** Kills a replica's subscriber connection from the server side, as a network cut or a Redis failover would. */
+async function killConnection(admin: Redis, connectionName: string): Promise<void> {
+  const list = await admin.client('LIST');
+  const line = String(list).split('\n').find((entry) => entry.includes(` name=${connectionName} `));
+  if (line === undefined) throw new Error(`no connection named ${connectionName}`);
+  const id = /(?:^|\s)id=(\d+)/.exec(line)![1]!;
+  await admin.client('KILL', 'ID', id);
+}
+
+describeWithRedis('RevocationBus (shared Redis)', () => {
+  const prefix = `gh-test-${randomBytes(4).toString('hex')}:`;
+  const signer = new RedisSigner(randomBytes(32));
+  let admin: Redis;
+
+  beforeAll(async () => {
+    admin = createRedisConnection(redisUrl()!, { name: 'test:bus-admin' });
+    await vi.waitFor(() => expect(admin.status).toBe('ready'));
+  });
+  afterEach(closeAll);
+  afterAll(() => closeRedisConnection(admin));
+
+  it('starts degraded, and is no longer degraded once subscribed', async () => {
+    const a = replica(redisUrl()!, { prefix, signer });
+    expect(a.degraded[0]).toBe(true);
+    await subscribed(a);
+    expect(a.degraded).toEqual([true, false]);
+    expect(a.events).toContainEqual({ type: 'subscribed' });
+  });
+
+  it('waits until every subscribed replica, its own included, has evicted the key', async () => {
+    const replicas = [0, 1, 2].map(() => replica(redisUrl()!, { prefix, signer }));
+    await subscribed(...replicas);
+    const result = await replicas[0]!.bus.announce(17);
+    expect(result).toMatchObject({ published: true, receivers: 3, acked: 3, missed: 0 });
+    expect(result.durationMs).toBeLessThan(500);
+    for (const made of replicas) expect(made.evicted).toEqual([17]);
+  });
+
+  it('evicts on every replica before the barrier returns (the verifier refuses the revoked key at once)', async () => {
+    const hasher = tinyHasher();
+    const store = new KeyTable();
+    const { key, row } = await store.add(hasher);
+    const verifiers = [0, 1, 2].map(() => new KeyVerifier({ store, hasher, stateTtlMs: 60 * 60_000 }));
+    const replicas = verifiers.map((verifier) =>
+      replica(redisUrl()!, { prefix, signer, evict: (keyId) => verifier.evict(keyId), setDegraded: (d) => verifier.setDegraded(d) }),
+    );
+    await subscribed(...replicas);
+    for (const verifier of verifiers) await verifier.verify(key);
+    for (const verifier of verifiers) expect(verifier.tryVerifyCached(key)).toBeDefined();
+
+    store.rows.get(row.id)!.revokedAt = new Date(T0);
+    const result = await replicas[1]!.bus.announce(row.id);
+    expect(result.missed).toBe(0);
+    for (const verifier of verifiers) {
+      expect(verifier.tryVerifyCached(key)).toBeUndefined();
+      expect(await codeOf(() => verifier.verify(key))).toBe('revoked_credential');
+    }
+  });
+
+  it('counts a subscriber that never acknowledges as missed, and answers at the bound', async () => {
+    const a = replica(redisUrl()!, { prefix, signer, timeoutMs: 300 });
+    await subscribed(a);
+    const silent = createRedisConnection(redisUrl()!, { name: 'test:silent' });
+    try {
+      await vi.waitFor(() => expect(silent.status).toBe('ready'));
+      await silent.subscribe(`${prefix}revocations`);
+      const result = await a.bus.announce(5);
+      expect(result).toMatchObject({ published: true, receivers: 2, acked: 1, missed: 1 });
+      expect(result.durationMs).toBeGreaterThanOrEqual(290);
+      expect(result.durationMs).toBeLessThan(1_000);
+      expect(a.events).toContainEqual({ type: 'barrier_missed', keyId: 5, receivers: 2, acked: 1 });
+    } finally {
+      silent.disconnect();
+    }
+  });
+
+  it('ignores changes and acknowledgements not signed with the shared secret', async () => {
+    const a = replica(redisUrl()!, { prefix, signer, timeoutMs: 300 });
+    const impostor = replica(redisUrl()!, { prefix, signer: new RedisSigner(randomBytes(32)), timeoutMs: 300 });
+    await subscribed(a, impostor);
+
+    // The impostor's change: a never evicts. a's change: the impostor receives it, cannot read it, never acks.
+    await impostor.bus.announce(3);
+    expect(a.evicted).toEqual([]);
+    expect(a.events).toContainEqual({ type: 'message_rejected', channel: 'changes' });
+    const result = await a.bus.announce(4);
+    expect(result).toMatchObject({ receivers: 2, acked: 1, missed: 1 });
+
+    // A forged acknowledgement on a's own channel counts for nothing.
+    const forged = new RedisSigner(randomBytes(32)).sign('revocation-ack', JSON.stringify({ nonce: 'x', replica: 'y' }));
+    await admin.publish(`${prefix}revocation-acks:${a.bus.replicaId}`, forged);
+    await vi.waitFor(() => expect(a.events).toContainEqual({ type: 'message_rejected', channel: 'acks' }));
+  });
+
+  it('a replica that loses its subscription is degraded at once, then resubscribes and receives changes again', async () => {
+    const a = replica(redisUrl()!, { prefix, signer });
+    const b = replica(redisUrl()!, { prefix, signer });
+    await subscribed(a, b);
+    await killConnection(admin, `${b.name}:subscriber`);
+    await vi.waitFor(() => expect(b.degraded).toEqual([true, false, true]));
+    expect(b.events).toContainEqual({ type: 'degraded', reason: 'connection_lost' });
+
+    await subscribed(b);
+    expect(b.degraded).toEqual([true, false, true, false]);
+    const result = await a.bus.announce(8);
+    expect(result).toMatchObject({ receivers: 2, acked: 2, missed: 0 });
+    expect(b.evicted).toEqual([8]);
+  });
+
+  it('reports an unpublished change when Redis is unreachable, within the bound', async () => {
+    const a = replica(`redis://127.0.0.1:${await freePort()}`, { prefix, signer, timeoutMs: 400 });
+    const result = await a.bus.announce(9);
+    expect(result).toMatchObject({ published: false, receivers: 0, acked: 0, missed: 0 });
+    expect(result.durationMs).toBeLessThan(600);
+    expect(a.events).toContainEqual({ type: 'publish_failed', keyId: 9 });
+    expect(a.bus.degraded).toBe(true);
+  });
+});
+
+describe.skipIf(!redisServerAvailable())('RevocationBus (private Redis, taken away and brought back)', () => {
+  let server: PrivateRedis;
+  const prefix = 'gatehouse:';
+  const signer = new RedisSigner(randomBytes(32));
+
+  beforeAll(async () => {
+    server = await privateRedis();
+    await server.start();
+  });
+  afterEach(closeAll);
+  afterAll(() => server.kill());
+
+  it('degrades when Redis dies, recovers when it returns, and publishes a change it could not announce', async () => {
+    const a = replica(server.url, { prefix, signer, timeoutMs: 300 });
+    const b = replica(server.url, { prefix, signer, timeoutMs: 300 });
+    await subscribed(a, b);
+
+    await server.kill();
+    await vi.waitFor(() => expect([a.bus.degraded, b.bus.degraded]).toEqual([true, true]));
+    const result = await a.bus.announce(21);
+    expect(result.published).toBe(false);
+
+    await server.start();
+    await subscribed(a, b);
+    // Published again once a's connection is back: a replica that stayed subscribed meanwhile still hears of it.
+    await vi.waitFor(() => expect(a.events).toContainEqual({ type: 'republished', keyId: 21 }), { timeout: 5_000 });
+    expect((await a.bus.announce(22)).missed).toBe(0);
+    expect(b.evicted).toContain(22);
+  });
+
+  it('notices a connection that stops answering (no close) through its heartbeat, well within the barrier bound', async () => {
+    const a = replica(server.url, { prefix, signer, heartbeatMs: 100 });
+    await subscribed(a);
+    const admin = createRedisConnection(server.url, { name: 'test:pauser' });
+    try {
+      await vi.waitFor(() => expect(admin.status).toBe('ready'));
+      const started = performance.now();
+      // Every client's commands hang, as over a partition: a PING goes unanswered.
+      await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+      await vi.waitFor(() => expect(a.bus.degraded).toBe(true), { timeout: 2_000, interval: 20 });
+      expect(performance.now() - started).toBeLessThan(1_500);
+      expect(a.events).toContainEqual({ type: 'degraded', reason: 'heartbeat_failed' });
+      await subscribed(a);
+    } finally {
+      admin.disconnect();
+    }
+  });
+});

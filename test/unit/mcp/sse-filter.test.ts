@@ -1,0 +1,127 @@
+import { PassThrough, type Transform } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { createSseFilter, type SseFilterOptions } from '../../../src/mcp/sse-filter.ts';
+
+const ALLOWED: ReadonlySet<string> = new Set(['list_agents', 'get_agent_status']);
+const tool = (name: string) => ({ name, inputSchema: { type: 'object' } });
+const listResult = (id: number, names: string[]) => ({ jsonrpc: '2.0', id, result: { tools: names.map(tool) } });
+const ALL = ['place_outbound_call', 'list_agents', 'get_agent_status', 'record_event'];
+
+/** Writes `chunks` (strings or bytes) one by one and collects everything the filter emits. */
+async function run(chunks: Array<string | Buffer>, options: Partial<SseFilterOptions> = {}): Promise<string> {
+  const filter = createSseFilter({ allowed: ALLOWED, ...options });
+  let out = '';
+  filter.on('data', (chunk: Buffer | string) => (out += chunk.toString()));
+  const done = new Promise<void>((resolve, reject) => {
+    filter.on('end', resolve);
+    filter.on('error', reject);
+  });
+  for (const chunk of chunks) filter.write(chunk);
+  filter.end();
+  await done;
+  return out;
+}
+
+/** The `data` of each event of an event-stream text, parsed as JSON where it is. */
+function dataOf(stream: string): unknown[] {
+  return stream
+    .split(/\n\n/)
+    .filter((event) => event.includes('data:'))
+    .map((event) => {
+      const data = event
+        .split('\n')
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+        .join('\n');
+      try {
+        return JSON.parse(data);
+      } catch {
+        return data;
+      }
+    });
+}
+
+describe('createSseFilter', () => {
+  it('filters a tools/list result and keeps the event id and type', async () => {
+    const out = await run([`event: message\nid: 7\ndata: ${JSON.stringify(listResult(2, ALL))}\n\n`]);
+    expect(out).toBe(`event: message\nid: 7\ndata: ${JSON.stringify(listResult(2, ['list_agents', 'get_agent_status']))}\n\n`);
+  });
+
+  it('passes other events through unchanged', async () => {
+    const events = `: keep-alive\n\nevent: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [] } })}\n\ndata: plain text\n\nretry: 1000\n\n`;
+    expect(await run([events])).toBe(events);
+  });
+
+  it('reassembles an event split at every byte, multi-byte characters included', async () => {
+    const message = { ...listResult(4, ALL), note: 'é✓😀' };
+    const bytes = Buffer.from(`data: ${JSON.stringify(message)}\n\n`);
+    const chunks = [...bytes].map((byte) => Buffer.from([byte]));
+    expect(dataOf(await run(chunks))).toEqual([{ ...listResult(4, ['list_agents', 'get_agent_status']), note: 'é✓😀' }]);
+  });
+
+  it('reads CRLF and CR line ends, including a CRLF split between chunks', async () => {
+    const json = JSON.stringify(listResult(1, ALL));
+    const out = await run([`data: ${json}\r`, `\n\r\n`, `data: ${json}\r\r`]);
+    expect(dataOf(out)).toEqual([listResult(1, ['list_agents', 'get_agent_status']), listResult(1, ['list_agents', 'get_agent_status'])]);
+  });
+
+  it('joins multi-line data before parsing it', async () => {
+    const json = JSON.stringify(listResult(1, ALL), null, 1).split('\n');
+    const out = await run([json.map((line) => `data: ${line}`).join('\n') + '\n\n']);
+    expect(dataOf(out)).toEqual([listResult(1, ['list_agents', 'get_agent_status'])]);
+  });
+
+  it('filters batch responses', async () => {
+    const out = await run([`data: ${JSON.stringify([listResult(1, ALL), { jsonrpc: '2.0', id: 2, result: {} }])}\n\n`]);
+    expect(dataOf(out)).toEqual([[listResult(1, ['list_agents', 'get_agent_status']), { jsonrpc: '2.0', id: 2, result: {} }]]);
+  });
+
+  it('passes each event on as soon as it is complete, without waiting for the end of the stream', async () => {
+    const filter: Transform = createSseFilter({ allowed: ALLOWED });
+    const source = new PassThrough();
+    source.pipe(filter);
+    const received: string[] = [];
+    filter.on('data', (chunk: Buffer) => received.push(chunk.toString()));
+    source.write(`data: ${JSON.stringify(listResult(1, ALL))}\n\n`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(dataOf(received.join(''))).toEqual([listResult(1, ['list_agents', 'get_agent_status'])]);
+    source.write('data: partial');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(received.join('')).not.toContain('partial');
+    source.end();
+  });
+
+  it('drops an unfinished event at the end of the stream (a client drops it too)', async () => {
+    expect(await run([`data: ${JSON.stringify(listResult(1, ALL))}`])).toBe('');
+  });
+
+  it('ends the stream with an error when one event grows past the limit', async () => {
+    await expect(run(['data: ', 'x'.repeat(200), '\n\n'], { maxEventBytes: 100 })).rejects.toThrow(/larger than 100 bytes/);
+  });
+
+  it('awaits onEndpoint before passing the endpoint event on', async () => {
+    const order: string[] = [];
+    const filter = createSseFilter({
+      allowed: ALLOWED,
+      onEndpoint: async (data) => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        order.push(`bound ${data}`);
+      },
+    });
+    filter.on('data', (chunk: Buffer) => order.push(`sent ${chunk.toString().trim()}`));
+    const ended = new Promise((resolve) => filter.on('end', resolve));
+    filter.end('event: endpoint\ndata: /messages?sessionId=abc\n\n');
+    await ended;
+    expect(order).toEqual(['bound /messages?sessionId=abc', 'sent event: endpoint\ndata: /messages?sessionId=abc']);
+  });
+
+  it('a failing onEndpoint ends the stream before the event is sent', async () => {
+    let out = '';
+    const filter = createSseFilter({ allowed: ALLOWED, onEndpoint: async () => Promise.reject(new Error('cannot bind')) });
+    filter.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const failed = new Promise<Error>((resolve) => filter.on('error', resolve));
+    filter.end('event: endpoint\ndata: /messages?sessionId=abc\n\n');
+    expect((await failed).message).toBe('cannot bind');
+    expect(out).toBe('');
+  });
+});
