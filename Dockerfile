@@ -5,12 +5,24 @@
 #   docker build -t gatehouse .
 #   docker run -p 8080:8080 -p 8081:8081 -v gatehouse-data:/data gatehouse
 #
-# Node 24 runs the TypeScript sources directly (type stripping), so there is no build
-# step: the first stage only installs production dependencies, the second copies them
-# next to the sources and runs as the unprivileged `node` user.
+# Three stages: `build` compiles the TypeScript sources to dist/ (type erasure only, no
+# bundling), `deps` installs production dependencies, and the last copies both next to the
+# sources (the `gatehouse` CLI runs those by Node's type stripping) and runs as the
+# unprivileged `node` user. The server runs the compiled dist/main.js, as `npm start` does:
+# type stripping's compiler costs ~30 MB of RSS for the life of the process.
 # Written without a Docker engine at hand (it has not been built here); keep it simple.
 
 ARG NODE_IMAGE=node:24-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# Dev dependencies too, for the compiler. Scripts stay off, and the image's own Node runs
+# tsc: the pinned `node` devDependency is not installed without its script.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json
 
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
@@ -28,8 +40,9 @@ ENV NODE_ENV=production \
 WORKDIR /app
 # Application files stay owned by root, read-only to the `node` user that runs them.
 COPY --from=deps /app/node_modules ./node_modules
-# .dockerignore is an allowlist: package.json, src/, config/, bin/ and examples/ only.
+# .dockerignore is an allowlist: package.json, tsconfig, src/, config/, bin/ and examples/ only.
 COPY . .
+COPY --from=build /app/dist ./dist
 RUN mkdir -p /data && chown node:node /data
 VOLUME ["/data"]
 USER node
@@ -39,4 +52,4 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.OPS_PORT || 8081) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # SIGTERM goes straight to Node (exec form, PID 1), which drains within 10 s.
 STOPSIGNAL SIGTERM
-CMD ["node", "src/main.ts"]
+CMD ["node", "dist/main.js"]

@@ -1,4 +1,6 @@
-import { freePort, spawnServer, type Spawned } from './processes.ts';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort, REPO_ROOT, spawnServer, type Spawned } from './processes.ts';
 
 export const ADMIN_EMAIL = 'bench@example.test';
 export const ADMIN_PASSWORD = 'benchmark admin password';
@@ -20,8 +22,30 @@ export interface GatewayOptions {
   env?: Record<string, string>;
 }
 
-/** The gateway as `npm start` runs it: `node src/main.ts`, a process of its own. */
+/** `npm start`'s command line, read from package.json: the benchmark runs the gateway as it is deployed. */
+function startCommand(): { env: Record<string, string>; flags: string[]; script: string } {
+  const { scripts } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const words = scripts.start.trim().split(/\s+/);
+  const env: Record<string, string> = {};
+  // Leading `NAME=value` words set the process's environment, as sh reads them.
+  while (/^[A-Z_][A-Z0-9_]*=/.test(words[0] ?? '')) {
+    const [name, ...value] = words.shift()!.split('=');
+    env[name!] = value.join('=');
+  }
+  const [command, ...args] = words;
+  const script = args.pop();
+  if (command !== 'node' || script === undefined || args.some((arg) => !arg.startsWith('-'))) {
+    throw new Error(`npm start is not "[VAR=value …] node [flags] <script>": ${scripts.start}`);
+  }
+  return { env, flags: args, script };
+}
+
+/**
+ * The gateway as `npm start` runs it (its node flags and entry point), a process of its own.
+ * `BENCH_GATEWAY_NODE_FLAGS` adds node flags, to try a tuning before it becomes the default.
+ */
 export async function startGateway(options: GatewayOptions): Promise<GatewayHandle> {
+  const start = startCommand();
   const port = await freePort();
   const opsPort = await freePort();
   const env: Record<string, string> = {
@@ -34,12 +58,13 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     ...(options.dataDir === undefined ? {} : { DATA_DIR: options.dataDir }),
     ...(options.databaseUrl === undefined ? {} : { DATABASE_URL: options.databaseUrl }),
     ...(options.redisUrl === undefined ? {} : { REDIS_URL: options.redisUrl }),
+    ...start.env,
     ...options.env,
   };
   const spawned = await spawnServer({
     name: 'gateway',
     command: process.execPath,
-    args: [...(options.nodeFlags ?? []), 'src/main.ts'],
+    args: [...start.flags, ...(process.env.BENCH_GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...(options.nodeFlags ?? []), start.script],
     env,
     readyUrl: `http://127.0.0.1:${opsPort}/healthz`,
   });

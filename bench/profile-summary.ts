@@ -21,7 +21,7 @@ function where(url: string): string {
   if (url === '') return '(native/V8)';
   const modules = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (modules) return modules[1]!;
-  const src = /\/((?:src|bench|examples)\/.*)$/.exec(url);
+  const src = /\/((?:src|dist|bench|examples)\/.*)$/.exec(url);
   if (src) return src[1]!;
   if (url.startsWith('node:')) return url;
   return url;
@@ -55,7 +55,7 @@ export function summarise(profile: Profile, top: number): string {
     const seen = new Set<string>();
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
       const frame = byId.get(at)!;
-      if (!/\/src\//.test(frame.callFrame.url)) continue;
+      if (!/\/(?:src|dist)\//.test(frame.callFrame.url)) continue;
       const name = label(frame);
       if (!seen.has(name)) {
         seen.add(name);

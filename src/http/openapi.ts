@@ -1,4 +1,3 @@
-import fastifyApiReference from '@scalar/fastify-api-reference';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { auditEventSchema } from '../audit/record.ts';
@@ -7,6 +6,7 @@ import { apiKeyRecordSchema, createdApiKeySchema } from '../keys/record.ts';
 import { API_KEYS_PATH } from './api-key-routes.ts';
 import { AUDIT_EVENTS_PATH, auditQuerySchema } from './audit-routes.ts';
 import { LOGIN_PATH, loginBodySchema, loginResponseSchema } from './auth-routes.ts';
+import { registerApiReference } from './api-reference.ts';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
@@ -178,25 +178,7 @@ export async function registerOpenApi(app: FastifyInstance, options: OpenApiOpti
   const document = JSON.stringify(buildOpenApiDocument(options.knownScopes, options.version));
   app.get(OPENAPI_PATH, async (_request, reply) => reply.type('application/json; charset=utf-8').send(document));
   methodNotAllowed(app, OPENAPI_PATH, ['GET']);
-  if (!options.docs) return;
-  // The plugin serves its bundled renderer at /docs/js/scalar.js: nothing is loaded from a CDN,
-  // and without the default fonts, telemetry or the hosted extras the page asks nothing of
-  // another origin (docs-browser.test.ts checks it in Chromium).
-  await app.register(fastifyApiReference, {
-    routePrefix: DOCS_PATH,
-    configuration: {
-      url: OPENAPI_PATH,
-      pageTitle: 'Gatehouse API reference',
-      withDefaultFonts: false,
-      telemetry: false,
-      hideClientButton: true,
-      // A small document: every operation in the sidebar at once. No hosted extras (AI agent, SDK generation).
-      defaultOpenAllTags: true,
-      showDeveloperTools: 'never',
-      agent: { disabled: true },
-    },
-  });
-  for (const path of [DOCS_PATH, `${DOCS_PATH}/`, `${DOCS_PATH}/js/scalar.js`]) methodNotAllowed(app, path, ['GET']);
+  if (options.docs) registerApiReference(app, { path: DOCS_PATH, documentUrl: OPENAPI_PATH });
 }
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {

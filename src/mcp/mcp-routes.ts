@@ -9,7 +9,7 @@ import { decide, type Licence } from '../policy/decide.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';
 import { allowedTools } from '../policy/scopes.ts';
-import type { Authorization, ObservedDecision } from '../proxy/authorize.ts';
+import type { Authorization, Authorized, ObservedDecision } from '../proxy/authorize.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
 import type { Upstream, UpstreamResponse } from '../proxy/upstream.ts';
 import { identityHeadersOf, isEndToEndResponseHeader, upstreamHeaderRewriter } from '../proxy/upstream-headers.ts';
@@ -105,13 +105,10 @@ export async function registerMcp(app: FastifyInstance, options: McpOptions): Pr
         // A literal `:` would start a parameter in fastify's route syntax; `::` is the colon itself.
         url: path.replaceAll(':', '::'),
         exposeHeadRoute: false,
-        onRequest: async (request) => {
+        // A callback hook, as in the generic forwarding: a cached key is decided without a promise.
+        onRequest: (request, _reply, done) => {
           const started = performance.now();
-          try {
-            const { route, principal } = await options.authorize(request);
-            if (principal?.kind !== 'api_key') throw new GatewayError('wrong_credential_type', 'The MCP server needs an API key');
-            exchanges.set(request, { route, principal, started, transport });
-          } catch (error) {
+          const refuse = (error: unknown) => {
             const bearer = extractBearer(request.headers.authorization).kind;
             options.observe?.({
               allowed: false,
@@ -120,8 +117,25 @@ export async function registerMcp(app: FastifyInstance, options: McpOptions): Pr
               route: routeName,
               seconds: (performance.now() - started) / 1000,
             });
-            throw error;
+            done(error as Error);
+          };
+          const admit = ({ route, principal }: Authorized) => {
+            if (principal?.kind !== 'api_key') {
+              refuse(new GatewayError('wrong_credential_type', 'The MCP server needs an API key'));
+              return;
+            }
+            exchanges.set(request, { route, principal, started, transport });
+            done();
+          };
+          let authorization: Authorization;
+          try {
+            authorization = options.authorize(request);
+          } catch (error) {
+            refuse(error);
+            return;
           }
+          if (authorization instanceof Promise) authorization.then(admit, refuse);
+          else admit(authorization);
         },
         // Answers later, by itself: refused here, or relayed (forward) once the upstream answers.
         handler: (request, reply) => {

@@ -43,28 +43,31 @@ const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'x
 export type IdentityHeaders = readonly string[];
 
 const NO_IDENTITY: IdentityHeaders = Object.freeze([]);
-const identityCache = new WeakMap<Principal, IdentityHeaders>();
+/**
+ * Scope lists are interned (verify/key-state.ts), so a handful of arrays serve every key:
+ * their header value is joined once per array. Nothing is kept per key, so 100,000 cached
+ * keys cost no header memory; the per-request list is a few pointers and V8's cached
+ * number strings.
+ */
+const scopeHeaderValues = new WeakMap<readonly string[], string>();
 
-/** The identity headers of a principal, computed once per cached principal object. */
+function scopeHeaderValue(scopes: readonly string[]): string {
+  let value = scopeHeaderValues.get(scopes);
+  if (value === undefined) {
+    value = scopes.join(' ');
+    scopeHeaderValues.set(scopes, value);
+  }
+  return value;
+}
+
+/** The identity headers of a principal. */
 export function identityHeadersOf(principal: Principal | null): IdentityHeaders {
   if (!principal) return NO_IDENTITY;
-  let headers = identityCache.get(principal);
-  if (!headers) {
-    headers =
-      principal.kind === 'admin'
-        ? ['x-auth-kind', 'admin', 'x-auth-admin-id', String(principal.adminId)]
-        : [
-            'x-auth-kind',
-            'api_key',
-            'x-auth-key-id',
-            String(principal.keyId),
-            ...(principal.agentId === null ? [] : ['x-auth-agent-id', String(principal.agentId)]),
-            'x-auth-scopes',
-            principal.scopes.join(' '),
-          ];
-    identityCache.set(principal, Object.freeze(headers));
-  }
-  return headers;
+  if (principal.kind === 'admin') return ['x-auth-kind', 'admin', 'x-auth-admin-id', String(principal.adminId)];
+  const scopes = scopeHeaderValue(principal.scopes);
+  return principal.agentId === null
+    ? ['x-auth-kind', 'api_key', 'x-auth-key-id', String(principal.keyId), 'x-auth-scopes', scopes]
+    : ['x-auth-kind', 'api_key', 'x-auth-key-id', String(principal.keyId), 'x-auth-agent-id', String(principal.agentId), 'x-auth-scopes', scopes];
 }
 
 export interface ForwardContext {

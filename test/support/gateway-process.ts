@@ -52,11 +52,12 @@ export function emptyDataDir(): string {
 }
 
 /**
- * Spawns the gateway exactly as `npm start` runs it (`node src/main.ts`) and waits until
- * both listeners answer. `env` is added to a minimal environment; the data dir defaults to
- * a fresh temporary directory.
+ * Spawns the gateway as a process of its own and waits until both listeners answer: from the
+ * sources (`node src/main.ts`, the same code `npm start` compiles and runs from dist/), or
+ * from `entry`. `env` is added to a minimal environment; the data dir defaults to a fresh
+ * temporary directory.
  */
-export async function startGateway(env: Record<string, string> = {}): Promise<GatewayProcess> {
+export async function startGateway(env: Record<string, string> = {}, entry = 'src/main.ts'): Promise<GatewayProcess> {
   const port = env.PORT ? Number(env.PORT) : await freePort();
   const opsPort = env.OPS_PORT ? Number(env.OPS_PORT) : await freePort();
   const fullEnv: Record<string, string> = {
@@ -71,7 +72,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Ga
     PORT: String(port),
     OPS_PORT: String(opsPort),
   };
-  const child = spawn(process.execPath, ['src/main.ts'], { cwd: REPO_ROOT, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [entry], { cwd: REPO_ROOT, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -520,7 +520,11 @@ describe('deploy manifests', () => {
       expect(dockerfile).toContain(`|| ${DEFAULTS.OPS_PORT})`);
       expect(dockerfile).toMatch(/^USER node$/m);
       expect(dockerfile).toMatch(/npm ci --omit=dev/);
-      expect(dockerfile).toMatch(/^CMD \["node", "src\/main\.ts"\]$/m);
+      // The server starts as `npm start` starts it, from the compiled build.
+      const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+      expect(start).toBe('node dist/main.js');
+      expect(dockerfile).toMatch(/^CMD \["node", "dist\/main\.js"\]$/m);
+      expect(dockerfile).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
       const envNames = [...dockerfile.matchAll(/^ENV ([\s\S]*?)(?<!\\)$/gm)].flatMap((match) =>
         [...(match[1] ?? '').matchAll(/([A-Z_]+)=/g)].map((name) => name[1] as string),
       );
