@@ -29,7 +29,7 @@ import { findPostgres, replicaServices, staleAcceptances } from './stale.ts';
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
 /** Variables the gateway is tuned by; passed through from the benchmark's environment when set. */
-const PASSED_THROUGH = ['ARGON2_MEMORY_KIB', 'ARGON2_TIME_COST', 'ARGON2_PARALLELISM', 'ARGON2_CONCURRENCY', 'KEY_CACHE_SIZE', 'KEY_CACHE_TTL', 'LOG_LEVEL', 'MALLOC_ARENA_MAX'];
+const PASSED_THROUGH = ['ARGON2_MEMORY_KIB', 'ARGON2_TIME_COST', 'ARGON2_PARALLELISM', 'ARGON2_CONCURRENCY', 'KEY_CACHE_SIZE', 'KEY_CACHE_TTL', 'LOG_LEVEL'];
 
 /**
  * Keys verified once during warm-up and then served from the cache: their argon2id cost never

@@ -15,7 +15,9 @@ describe('the compiled gateway (npm start: npm run build, then node dist/main.js
   beforeAll(async () => {
     execFileSync('npm', ['run', '--silent', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' });
     origin = await startOrigin();
-    gateway = await startGateway({ UPSTREAM_URL: origin.url }, 'dist/main.js');
+    // npm start's own node flags (the heap tuning), read from package.json.
+    const [, ...flags] = scripts['start']!.split(' ').slice(0, -1);
+    gateway = await startGateway({ UPSTREAM_URL: origin.url }, 'dist/main.js', flags);
   }, 120_000);
   afterAll(async () => {
     await gateway?.stop();
@@ -24,7 +26,7 @@ describe('the compiled gateway (npm start: npm run build, then node dist/main.js
 
   it('is what npm start runs', () => {
     expect(scripts['prestart']).toBe('npm run --silent build');
-    expect(scripts['start']).toBe('node dist/main.js');
+    expect(scripts['start']).toMatch(/^node (--\S+ )*dist\/main\.js$/);
   });
 
   it('logs in, creates a key and forwards a request it authorized, with the identity headers', async () => {

@@ -57,7 +57,7 @@ export function emptyDataDir(): string {
  * from `entry`. `env` is added to a minimal environment; the data dir defaults to a fresh
  * temporary directory.
  */
-export async function startGateway(env: Record<string, string> = {}, entry = 'src/main.ts'): Promise<GatewayProcess> {
+export async function startGateway(env: Record<string, string> = {}, entry = 'src/main.ts', nodeFlags: string[] = []): Promise<GatewayProcess> {
   const port = env.PORT ? Number(env.PORT) : await freePort();
   const opsPort = env.OPS_PORT ? Number(env.OPS_PORT) : await freePort();
   const fullEnv: Record<string, string> = {
@@ -72,7 +72,7 @@ export async function startGateway(env: Record<string, string> = {}, entry = 'sr
     PORT: String(port),
     OPS_PORT: String(opsPort),
   };
-  const child = spawn(process.execPath, [entry], { cwd: REPO_ROOT, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, entry], { cwd: REPO_ROOT, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
