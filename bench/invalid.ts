@@ -1,7 +1,8 @@
 import { randomInt } from 'node:crypto';
 import { appendChecksum, KEY_BODY_LENGTH, KEY_PREFIX_LENGTH, KEY_TAG, keyPrefixOf } from '../src/credentials/key-format.ts';
 import { argon2Verifies, type GatewayHandle } from './gateway.ts';
-import { runLoad, type LoadSpec } from './load.ts';
+import { percentile, tally, type Answer, type Exchange } from './client.ts';
+import { paced, pacedInWorker } from './paced.ts';
 import type { Extras } from './report.ts';
 import { EVENT_BODY, EVENTS_PATH } from './scenarios.ts';
 
@@ -29,35 +30,34 @@ export interface InvalidOptions {
 }
 
 /**
- * `invalid-keys`: the valid key's latency at a steady rate (well below saturation, so its p99
- * shows interference, not queueing), first alone, then while distinct wrong keys behind the same
- * real prefix arrive at `attackRate`. autocannon for both: wrk cannot hold a rate.
+ * `invalid-keys`: the valid key's latency at a steady rate, well below saturation so its p99
+ * shows interference and not queueing, first alone, then while distinct wrong keys behind the
+ * same real prefix arrive at `attackRate`. Both streams are paced (open loop, bench/paced.ts).
  */
 export async function invalidKeys(gateway: GatewayHandle, options: InvalidOptions): Promise<NonNullable<Extras['invalid']>> {
-  const valid: LoadSpec = {
-    url: `${gateway.url}${EVENTS_PATH}`,
+  const validExchange: Exchange = {
+    path: EVENTS_PATH,
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${options.validKey}` },
     body: EVENT_BODY,
-    connections: 16,
-    seconds: options.seconds,
-    rate: options.validRate,
   };
-  await runLoad('autocannon', { ...valid, seconds: 1 });
-  const baseline = await runLoad('autocannon', valid);
-  const attack: LoadSpec = {
-    url: `${gateway.url}${EVENTS_PATH}`,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: EVENT_BODY,
-    rotate: wrongKeysFor(options.validKey, Math.ceil(options.attackRate * (options.seconds + 1))),
-    connections: 8,
-    seconds: options.seconds,
-    rate: options.attackRate,
-  };
+  const valid = () => paced(gateway.url, () => validExchange, options.validRate, options.seconds, 16);
+  await paced(gateway.url, () => validExchange, options.validRate, 1, 16);
+  const baseline = latencies(await valid());
+  const wrongKeys = wrongKeysFor(options.validKey, Math.ceil(options.attackRate * options.seconds));
+  // In a worker thread: the attack's client work must not delay the valid stream's timing.
+  const attack = () =>
+    pacedInWorker({
+      origin: gateway.url,
+      exchanges: wrongKeys.map((key) => ({ ...validExchange, headers: { ...validExchange.headers, authorization: `Bearer ${key}` } })),
+      rate: options.attackRate,
+      seconds: options.seconds,
+      connections: 8,
+    });
   const before = await argon2Verifies(gateway.opsUrl);
-  const [measured, hammer] = await Promise.all([runLoad('autocannon', valid), runLoad('autocannon', attack)]);
+  const [measuredAnswers, hammer] = await Promise.all([valid(), attack()]);
   const argon2DuringAttack = (await argon2Verifies(gateway.opsUrl)) - before;
+  const measured = latencies(measuredAnswers);
   return {
     validRate: options.validRate,
     attackRate: options.attackRate,
@@ -65,9 +65,14 @@ export async function invalidKeys(gateway: GatewayHandle, options: InvalidOption
     p50: measured.p50,
     p99: measured.p99,
     p999: measured.p999,
-    validNon2xx: measured.non2xx + measured.errors,
-    attackAchieved: hammer.rps,
-    attackStatuses: hammer.statuses ?? {},
+    validNon2xx: measuredAnswers.filter((answer) => answer.status < 200 || answer.status >= 300).length,
+    attackAchieved: hammer.length / options.seconds,
+    attackStatuses: tally(hammer),
     argon2DuringAttack,
   };
+}
+
+function latencies(answers: readonly Answer[]): { p50: number; p99: number; p999: number } {
+  const sorted = answers.map((answer) => answer.ms).filter((ms) => !Number.isNaN(ms)).sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), p999: percentile(sorted, 99.9) };
 }

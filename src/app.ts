@@ -23,7 +23,7 @@ import { assertSingleHeaders } from './proxy/raw-headers.ts';
 import type { Store } from './store/store.ts';
 import { createKeyStateListener } from './redis/key-state-listener.ts';
 import { RedisTier } from './redis/redis-tier.ts';
-import { UsageRecorder } from './keys/usage-recorder.ts';
+import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, EMBEDDED_USAGE_FLUSH_INTERVAL_MS, UsageRecorder } from './keys/usage-recorder.ts';
 import { KeyVerifier, KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS } from './verify/key-verifier.ts';
 import { clientErrorHandler } from './http/client-error.ts';
 import { installLingeringClose, isLingering } from './http/lingering-close.ts';
@@ -132,6 +132,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   metrics.setKeyCounter(() => deps.store.countKeysByStatus(now()));
   const usage = new UsageRecorder({
     store: deps.store,
+    intervalMs: deps.store.kind === 'embedded' ? EMBEDDED_USAGE_FLUSH_INTERVAL_MS : DEFAULT_USAGE_FLUSH_INTERVAL_MS,
     onError: (error) => app.log.warn({ err: error }, 'could not write last_used_at; kept for the next write'),
   });
   const verifier = new KeyVerifier({

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, UsageRecorder } from '../../../src/keys/usage-recorder.ts';
+import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, USAGE_WRITE_CHUNK, UsageRecorder } from '../../../src/keys/usage-recorder.ts';
 import type { Store } from '../../../src/store/store.ts';
 
 const T0 = Date.parse('2026-06-01T00:00:00Z');
@@ -122,5 +122,30 @@ describe('UsageRecorder (write-behind last_used_at)', () => {
     ['not a number', Number.NaN],
   ])('refuses an interval that is %s', (_what, intervalMs) => {
     expect(() => new UsageRecorder({ store, intervalMs })).toThrow(RangeError);
+  });
+});
+
+describe('UsageRecorder with many keys in one interval', () => {
+  it('writes them USAGE_WRITE_CHUNK keys per statement, and keeps the unwritten ones when a statement fails', async () => {
+    const store = new UseLog();
+    const recorder = new UsageRecorder({ store, intervalMs: 60_000 });
+    const keys = 2 * USAGE_WRITE_CHUNK + 7;
+    for (let id = 1; id <= keys; id++) recorder.record(id, at(id));
+    await recorder.flush();
+    expect(store.batches.map((batch) => batch.size)).toEqual([USAGE_WRITE_CHUNK, USAGE_WRITE_CHUNK, 7]);
+    expect(store.batches[2]!.get(keys)).toEqual(at(keys));
+
+    // The second statement fails: the first chunk is written, the rest is kept for the next flush.
+    for (let id = 1; id <= keys; id++) recorder.record(id, at(id + 1));
+    let calls = 0;
+    const original = store.recordKeyUses.bind(store);
+    store.recordKeyUses = (uses) => (++calls === 2 ? Promise.reject(new Error('connect ECONNREFUSED')) : original(uses));
+    store.batches.length = 0;
+    await expect(recorder.flush()).rejects.toThrow('ECONNREFUSED');
+    expect(store.batches.map((batch) => batch.size)).toEqual([USAGE_WRITE_CHUNK]);
+    expect(recorder.pending).toBe(keys - USAGE_WRITE_CHUNK);
+    await recorder.close();
+    expect(store.batches.map((batch) => batch.size)).toEqual([USAGE_WRITE_CHUNK, USAGE_WRITE_CHUNK, 7]);
+    expect(store.batches[1]!.get(USAGE_WRITE_CHUNK + 1)).toEqual(at(USAGE_WRITE_CHUNK + 2));
   });
 });
