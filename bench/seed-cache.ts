@@ -48,7 +48,8 @@ export async function seededStore(groups: readonly SeedGroup[], dataDir: string,
   return JSON.parse(readFileSync(join(cacheDir, 'keys.json'), 'utf8')) as SeedResult;
 }
 
-async function onServer(serverUrl: string, statement: string): Promise<void> {
+/** Runs one statement on a server connection of its own (CREATE/DROP DATABASE cannot run in a transaction). */
+export async function onServer(serverUrl: string, statement: string): Promise<void> {
   const client = new pg.Client({ connectionString: serverUrl });
   await client.connect();
   try {

@@ -5,6 +5,7 @@ import { Client } from './client.ts';
 import { loginAdmin, startGateway, type GatewayHandle } from './gateway.ts';
 import type { Extras } from './report.ts';
 import { EVENT_BODY, EVENTS_PATH } from './scenarios.ts';
+import { onServer } from './seed-cache.ts';
 
 export interface ReplicaServices {
   databaseUrl: string;
@@ -53,16 +54,6 @@ async function redisAnswers(url: string): Promise<boolean> {
     return false;
   } finally {
     redis.disconnect();
-  }
-}
-
-async function onServer(serverUrl: string, statement: string): Promise<void> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
   }
 }
 
