@@ -44,3 +44,17 @@ export function foreignCpu(before: CpuSnapshot | undefined, after: CpuSnapshot |
   const foreign = after.busy - before.busy - (after.ours - before.ours);
   return Math.max(0, (foreign / (after.total - before.total)) * 100);
 }
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ): 100 on every Linux build in use. */
+const TICKS_PER_SECOND = 100;
+
+/** CPU time (user + system, milliseconds) one process has used so far; undefined without /proc. */
+export function processCpuMs(pid: number): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}

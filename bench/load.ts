@@ -36,6 +36,11 @@ export interface LoadResult {
   statuses?: Record<string, number>;
   /** Share of the machine (%) other processes used meanwhile (bench/cpu.ts). */
   foreignCpu?: number;
+  /**
+   * CPU time the server under test (the proxy; the upstream in `direct`) spent per request, in
+   * µs: its cost, steadier than req/s when the machine's speed drifts.
+   */
+  cpuPerRequestUs?: number;
 }
 
 export function wrkAvailable(): boolean {

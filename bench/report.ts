@@ -16,6 +16,8 @@ export interface Row {
   errors: number;
   /** Mean share of the machine (%) used by other processes during the runs, where known. */
   foreignCpu: number | undefined;
+  /** Mean CPU µs per request of the server under test, where known. */
+  cpuPerRequestUs: number | undefined;
   /** What one request of the scenario answered before the load (status and problem code). */
   probe: string;
   note?: string;
@@ -74,6 +76,7 @@ export function rowOf(name: string, what: string, runs: LoadResult[], probe: str
     spread: runs.length > 1 ? ((Math.max(...rates) - Math.min(...rates)) / rps) * 100 : 0,
     non2xx: runs.reduce((sum, run) => sum + run.non2xx, 0),
     foreignCpu: runs.every((run) => run.foreignCpu !== undefined) ? mean((run) => run.foreignCpu!) : undefined,
+    cpuPerRequestUs: runs.every((run) => run.cpuPerRequestUs !== undefined) ? mean((run) => run.cpuPerRequestUs!) : undefined,
     errors: runs.reduce((sum, run) => sum + run.errors, 0),
     probe,
     ...(note === undefined ? {} : { note }),
@@ -221,6 +224,7 @@ export function scenarioTable(rows: readonly Row[], extras: Extras, targets: rea
       ms(row.p999),
       times(row, bare),
       times(row, row.name === 'mcp-tools-call' ? byName.get('node-floor-mcp') : floor),
+      row.cpuPerRequestUs === undefined ? '–' : row.cpuPerRequestUs.toFixed(0),
       row.runs.length > 1 ? `${row.spread.toFixed(0)}%` : '–',
       row.foreignCpu === undefined ? '–' : `${row.foreignCpu.toFixed(0)}%`,
       answers,
@@ -237,6 +241,7 @@ export function scenarioTable(rows: readonly Row[], extras: Extras, targets: rea
         `${Math.round(cold.verifiesPerSecond)} verifies/s`,
         ms(cold.p50),
         ms(cold.p99),
+        '–',
         '–',
         '–',
         '–',
@@ -259,6 +264,7 @@ export function scenarioTable(rows: readonly Row[], extras: Extras, targets: rea
         '–',
         '–',
         '–',
+        '–',
         `${Math.round(invalid.attackAchieved)}/s wrong keys: ${Object.entries(invalid.attackStatuses).map(([status, count]) => `${count}× ${status}`).join(', ')}`,
         own.map((target) => `valid p99 ${target.target}`).join('; '),
         own.map((target) => verdict(target.met)).join(', '),
@@ -266,9 +272,9 @@ export function scenarioTable(rows: readonly Row[], extras: Extras, targets: rea
     }
   }
   return table(
-    ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', '× bare', '× floor', 'drift', "others' CPU", 'answers', 'target', 'met?'],
+    ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', '× bare', '× floor', 'CPU µs/req', 'drift', "others' CPU", 'answers', 'target', 'met?'],
     lines,
-    new Set([1, 2, 3, 4, 5, 6, 7, 8]),
+    new Set([1, 2, 3, 4, 5, 6, 7, 8, 9]),
   );
 }
 

@@ -12,7 +12,7 @@ import { DEFAULTS } from '../src/config/env.ts';
 import { parseArgs, selected, type BenchOptions } from './args.ts';
 import { timeArgon2Verify, type Argon2Params } from './argon2-time.ts';
 import { Client } from './client.ts';
-import { cpuSnapshot, foreignCpu } from './cpu.ts';
+import { cpuSnapshot, foreignCpu, processCpuMs } from './cpu.ts';
 import { coldKeys, storm } from './cold.ts';
 import { loginAdmin, startGateway, type GatewayOptions } from './gateway.ts';
 import { invalidKeys } from './invalid.ts';
@@ -133,6 +133,12 @@ async function main(): Promise<void> {
     });
     servers.push(gateway.process);
     targets.set('gateway', gateway.url);
+    // The process whose CPU per request each target's rows show (nginx's work is in its worker: not shown).
+    const pidOf = new Map<Target, number>([['gateway', gateway.process.pid]]);
+    for (const target of ['origin', 'bare-proxy', 'node-floor'] as const) {
+      const server = servers.find((candidate) => candidate.name === target);
+      if (server !== undefined) pidOf.set(target, server.pid);
+    }
 
     const adminToken = await loginAdmin(gateway.url);
     const many = keys['many']!.slice(0, options.manyKeys);
@@ -163,7 +169,7 @@ async function main(): Promise<void> {
 
     for (let round = 1; round <= options.rounds; round++) {
       for (const scenario of scenarios) {
-        const result = await measure(tool, options, scenario, targets.get(scenario.target)!, credentials[scenario.credential], servers.map((server) => server.pid));
+        const result = await measure(tool, options, scenario, targets.get(scenario.target)!, credentials[scenario.credential], servers.map((server) => server.pid), pidOf.get(scenario.target));
         runs.set(scenario.name, [...(runs.get(scenario.name) ?? []), result]);
         log(`  round ${round} ${scenario.name.padEnd(17)} ${Math.round(result.rps).toString().padStart(6)} req/s  p50 ${result.p50.toFixed(2)}  p99 ${result.p99.toFixed(2)} ms` +
           (result.foreignCpu === undefined ? '' : `  others' CPU ${result.foreignCpu.toFixed(0)}%`) +
@@ -278,7 +284,15 @@ async function rssOf(store: string, gateway: GatewayOptions, keys: readonly stri
   }
 }
 
-async function measure(tool: LoadTool, options: BenchOptions, scenario: LoadScenario, baseUrl: string, tokens: readonly string[], pids: readonly number[]): Promise<LoadResult> {
+async function measure(
+  tool: LoadTool,
+  options: BenchOptions,
+  scenario: LoadScenario,
+  baseUrl: string,
+  tokens: readonly string[],
+  pids: readonly number[],
+  serverPid: number | undefined,
+): Promise<LoadResult> {
   const spec = {
     url: `${baseUrl}${scenario.path}`,
     method: 'POST',
@@ -289,9 +303,15 @@ async function measure(tool: LoadTool, options: BenchOptions, scenario: LoadScen
   };
   if (options.warmup > 0) await runLoad(tool, { ...spec, seconds: options.warmup });
   const before = cpuSnapshot(pids);
+  const serverBefore = serverPid === undefined ? undefined : processCpuMs(serverPid);
   const result = await runLoad(tool, { ...spec, seconds: options.seconds });
+  const serverAfter = serverPid === undefined ? undefined : processCpuMs(serverPid);
   const foreign = foreignCpu(before, cpuSnapshot(pids));
-  return foreign === undefined ? result : { ...result, foreignCpu: foreign };
+  return {
+    ...result,
+    ...(foreign === undefined ? {} : { foreignCpu: foreign }),
+    ...(serverBefore === undefined || serverAfter === undefined || result.requests === 0 ? {} : { cpuPerRequestUs: ((serverAfter - serverBefore) * 1000) / result.requests }),
+  };
 }
 
 main().catch((error: unknown) => {

@@ -1,5 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import { randomBytes } from 'node:crypto';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { LoginService, LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS } from './admin/login.ts';
 import { SessionTokens } from './admin/sessions.ts';
@@ -15,6 +14,10 @@ import { Metrics } from './ops/metrics.ts';
 import { compileRoutes } from './policy/routes.ts';
 import { createAuthorizer, type AuthorizerDeps } from './proxy/authorize.ts';
 import { registerForwarding } from './proxy/forward.ts';
+import { createFastLane } from './proxy/fast-lane.ts';
+import { ForwardedRoutes } from './proxy/forwarded-routes.ts';
+import { handedOverRequestId } from './proxy/hand-over.ts';
+import { requestIdOf } from './http/request-id.ts';
 import { Upstream } from './proxy/upstream.ts';
 import { registerMcp } from './mcp/mcp-routes.ts';
 import { MemorySessionBindings, type SessionBindings } from './mcp/session-bindings.ts';
@@ -56,13 +59,6 @@ export interface Gateway {
 /** How long a closing connection's late request bytes are read and dropped so its last answer arrives (nginx: 5 s idle). */
 const LINGER_MS = 2_000;
 
-const REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
-
-function requestIdOf(request: IncomingMessage): string {
-  const offered = request.headers['x-request-id'];
-  return typeof offered === 'string' && REQUEST_ID.test(offered) ? offered : randomUUID();
-}
-
 /** Builds the public fastify instance from its parts; `main.ts` listens. No module-level state. */
 export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const { env } = config;
@@ -77,13 +73,15 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     bodyLimit: env.BODY_LIMIT,
     // A client's x-request-id is kept when it is a plain token, so traces join up; anything else is replaced.
     requestIdHeader: false,
-    genReqId: requestIdOf,
+    genReqId: (request) => handedOverRequestId(request) ?? requestIdOf(request),
     return503OnClosing: true,
     clientErrorHandler,
     // A target fastify's router cannot decode (`%zz`) is refused before any hook runs: answer it as problem+json too.
     frameworkErrors: (error, request, reply) =>
       sendProblem(reply, new GatewayError('ambiguous_path', 'The request path has a malformed percent-encoding', { cause: error }), request),
   });
+  // Before any route: it mirrors every route fastify registers, to tell the fast lane what it may serve.
+  const forwardedRoutes = new ForwardedRoutes(app);
   // Every answer carries the request id; and Node keeps the first of two Authorization or Host
   // headers where another hop might read the last. One callback hook: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
@@ -213,7 +211,15 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     observed: (route, status, seconds) => metrics.upstream(route, status, seconds),
   });
   app.addHook('onClose', () => upstream.close());
-  registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize });
+  const forward = registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize });
+  // The allow path of a cached credential skips fastify; fastify serves the rest, and every request on a secondary binding.
+  const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing });
+  app.server.removeAllListeners('request');
+  app.server.on('request', lane.listener);
+  app.addHook('preClose', (done) => {
+    lane.close();
+    done();
+  });
   // The MCP paths: messages decided before forwarding, sessions bound to their key (shared through Redis when set).
   const bindings: SessionBindings =
     redis === undefined

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { pipeline, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { McpTransport, Tables } from '../config/tables.ts';
@@ -30,7 +30,7 @@ export interface McpOptions {
   licence: Licence;
   now: () => Date;
   /** Credential and route check, before any body is read (`createAuthorizer`, without its own `observe`). */
-  authorize: (request: FastifyRequest) => Authorization;
+  authorize: (request: IncomingMessage) => Authorization;
   bindings: SessionBindings;
   /** Told once per request of the final decision, message inspection included. */
   observe?: (decision: ObservedDecision) => void;
@@ -129,7 +129,7 @@ export async function registerMcp(app: FastifyInstance, options: McpOptions): Pr
           };
           let authorization: Authorization;
           try {
-            authorization = options.authorize(request);
+            authorization = options.authorize(request.raw);
           } catch (error) {
             refuse(error);
             return;
@@ -201,7 +201,8 @@ export async function registerMcp(app: FastifyInstance, options: McpOptions): Pr
     exchange.forwarded = true;
     const body = exchange.body;
     options.upstream.relay(
-      reply,
+      reply.raw,
+      request.id,
       {
         method: request.raw.method!,
         path: request.raw.url!,
@@ -222,6 +223,7 @@ export async function registerMcp(app: FastifyInstance, options: McpOptions): Pr
           });
         };
       },
+      reply,
     );
   }
 

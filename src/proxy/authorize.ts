@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 import type { SessionTokens } from '../admin/sessions.ts';
 import { extractBearer, type BearerCredential } from '../credentials/bearer.ts';
 import { GatewayError, type ErrorCode } from '../http/errors.ts';
@@ -42,11 +42,11 @@ export type Authorization = Authorized | Promise<Authorized>;
  * Throws (or rejects with) a GatewayError for every refusal; returns the principal the upstream
  * will be told of. A cached credential is decided synchronously: no promise, no microtask.
  */
-export function createAuthorizer(deps: AuthorizerDeps): (request: FastifyRequest) => Authorization {
+export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessage) => Authorization {
   const { routes, tables, verifier, sessions, licence, now, observe } = deps;
   if (!observe) return decideRequest;
 
-  return function authorizeObserved(request: FastifyRequest): Authorization {
+  return function authorizeObserved(request: IncomingMessage): Authorization {
     const started = performance.now();
     let authorization: Authorization;
     try {
@@ -75,7 +75,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: FastifyRequest
     observe!({ allowed: true, code: undefined, credential: credentialKindOf(authorized.principal), route: authorized.route.name, seconds: (performance.now() - started) / 1000 });
   }
 
-  function observeRefusal(request: FastifyRequest, error: unknown, started: number): void {
+  function observeRefusal(request: IncomingMessage, error: unknown, started: number): void {
     const code = error instanceof GatewayError ? error.code : 'internal_error';
     let credential: ObservedDecision['credential'] = 'none';
     try {
@@ -87,17 +87,17 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: FastifyRequest
     observe!({ allowed: false, code, credential, route: routeNameOf(request), seconds: (performance.now() - started) / 1000 });
   }
 
-  function routeNameOf(request: FastifyRequest): string | undefined {
+  function routeNameOf(request: IncomingMessage): string | undefined {
     try {
-      return routes.match(request.raw.method ?? 'GET', parseRequestTarget(request.raw.url ?? '').path)?.route.name;
+      return routes.match(request.method ?? 'GET', parseRequestTarget(request.url ?? '').path)?.route.name;
     } catch {
       return undefined;
     }
   }
 
-  function decideRequest(request: FastifyRequest): Authorization {
-    const { path } = parseRequestTarget(request.raw.url ?? '');
-    const match = routes.match(request.raw.method ?? 'GET', path);
+  function decideRequest(request: IncomingMessage): Authorization {
+    const { path } = parseRequestTarget(request.url ?? '');
+    const match = routes.match(request.method ?? 'GET', path);
     if (!match) throw new GatewayError('not_found', 'No route matches this request');
     if (match.error === 'bad_param') {
       throw new GatewayError('validation_failed', `The path parameter ${match.param} must be a positive decimal integer without sign or leading zeros`, {

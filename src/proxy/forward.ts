@@ -3,20 +3,22 @@ import type { Duplex } from 'node:stream';
 import { Transform } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods, onRequestHookHandler } from 'fastify';
 import { GatewayError } from '../http/errors.ts';
+import type { Principal } from '../policy/principal.ts';
 import type { Authorization, Authorized } from './authorize.ts';
-import type { Upstream } from './upstream.ts';
-import { identityHeadersOf, upstreamHeaderRewriter } from './upstream-headers.ts';
+import { takeHandOver } from './hand-over.ts';
+import type { Refuse, Upstream } from './upstream.ts';
+import { identityHeadersOf, upstreamHeaderRewriter, type ForwardContext } from './upstream-headers.ts';
 
 export interface ForwardOptions {
   upstream: Upstream;
   forwardAuthorization: boolean;
   /** Largest body forwarded, in bytes (`BODY_LIMIT`). */
   bodyLimit: number;
-  authorize: (request: FastifyRequest) => Authorization;
+  authorize: (request: IncomingMessage) => Authorization;
 }
 
 /** The methods forwarded; others get 404 like any unknown endpoint. */
-const FORWARDED_METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
+export const FORWARDED_METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
 
 /** Set on an upgrade request by the server's `upgrade` listener: what the client sent after its handshake. */
 const kUpgradeHead = Symbol('upgradeHead');
@@ -26,55 +28,102 @@ interface UpgradeRequest extends IncomingMessage {
 }
 
 /**
- * Everything that is not the gateway's own endpoint (nor an MCP path) is forwarded — after
- * `authorize` has allowed it, in the route's `onRequest` hook, before any body is read; the
- * hook then hands the request to the upstream and never lets fastify parse it. Responses
- * (including `text/event-stream`) stream through. WebSocket upgrades are routed the same
- * way, so they pass the same hooks and the same decision, then are tunnelled.
+ * Sends an authorized request upstream and its answer back (not WebSocket upgrades: those come
+ * through fastify). Shared by the fast lane and fastify's forwarding route, so a request is
+ * forwarded the same way whichever of the two took it.
  */
-export function registerForwarding(app: FastifyInstance, options: ForwardOptions): void {
-  const { upstream, authorize, bodyLimit } = options;
-  const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
+export type Forwarder = (
+  request: IncomingMessage,
+  response: ServerResponse,
+  requestId: string,
+  authorized: Authorized,
+  refuse: Refuse,
+  reply?: FastifyReply,
+) => void;
 
-  function forward(request: FastifyRequest, reply: FastifyReply, { route, principal }: Authorized, refuse: (error: GatewayError) => void): void {
+export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forwardAuthorization' | 'bodyLimit'>): Forwarder {
+  const { upstream, bodyLimit } = options;
+  const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
+  return function forward(request, response, requestId, { route, principal }, refuse, reply) {
     // MCP paths are served by registerMcp, which inspects every message; one reaching the generic proxy would skip that.
     if (route.mcp !== undefined) {
       refuse(new GatewayError('method_not_allowed_for_key', 'MCP requests are only served on their own paths'));
       return;
     }
+    const upstreamRequest = {
+      method: request.method!,
+      path: request.url!,
+      headers: upstreamHeaders(request.headers, contextOf(request, principal, requestId)),
+      body: bodyOf(request, bodyLimit),
+      route: route.name,
+    };
+    upstream.relay(response, requestId, upstreamRequest, refuse, undefined, reply);
+  };
+}
+
+/** What the gateway tells the upstream besides the client's headers (fastify's `request.ip` and `protocol`, without trustProxy). */
+function contextOf(request: IncomingMessage, principal: Principal | null, requestId: string): ForwardContext {
+  const socket = request.socket;
+  return {
+    identity: identityHeadersOf(principal),
+    clientAddress: socket.remoteAddress ?? '',
+    protocol: (socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
+    host: request.headers.host,
+    requestId,
+  };
+}
+
+/**
+ * Everything that is not the gateway's own endpoint (nor an MCP path) and that the fast lane
+ * did not take is forwarded here — after `authorize` has allowed it (or with the fast lane's
+ * hand-over), in the route's `onRequest` hook, before any body is read; the hook then hands the
+ * request to the upstream and never lets fastify parse it. Responses (including
+ * `text/event-stream`) stream through. WebSocket upgrades are routed the same way, so they
+ * pass the same hooks and the same decision, then are tunnelled.
+ */
+export function registerForwarding(app: FastifyInstance, options: ForwardOptions): Forwarder {
+  const { upstream, authorize, bodyLimit } = options;
+  const forwardRequest = createForwarder(options);
+  const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
+
+  function forward(request: FastifyRequest, reply: FastifyReply, authorized: Authorized, refuse: (error: GatewayError) => void): void {
     const raw = request.raw as UpgradeRequest;
-    const headers = upstreamHeaders(request.headers, {
-      identity: identityHeadersOf(principal),
-      clientAddress: request.ip,
-      protocol: request.protocol,
-      host: request.headers.host,
-      requestId: request.id,
-    });
-    const upstreamRequest = { method: raw.method!, path: raw.url!, headers, body: bodyOf(raw, bodyLimit), route: route.name };
     const head = raw[kUpgradeHead];
     if (head === undefined) {
-      upstream.relay(reply, upstreamRequest, refuse);
+      forwardRequest(raw, reply.raw, request.id, authorized, refuse, reply);
+    } else if (authorized.route.mcp !== undefined) {
+      refuse(new GatewayError('method_not_allowed_for_key', 'MCP requests are only served on their own paths'));
     } else if (String(raw.headers.upgrade).toLowerCase() !== 'websocket' || raw.method !== 'GET') {
       refuse(new GatewayError('bad_request', 'Only WebSocket upgrades are forwarded'));
     } else {
-      upstream.tunnel(reply, upstreamRequest, head, refuse);
+      const headers = upstreamHeaders(raw.headers, contextOf(raw, authorized.principal, request.id));
+      upstream.tunnel(reply, { method: 'GET', path: raw.url!, headers, body: null, route: authorized.route.name }, head, refuse);
     }
   }
 
   const onRequest: onRequestHookHandler = (request, reply, done) => {
-    const declared = request.headers['content-length'];
-    if (declared !== undefined && Number(declared) > bodyLimit) {
-      // Answered before the body is read; closing (lingering) bounds what is still read of it.
-      reply.header('connection', 'close');
-      done(tooLarge(bodyLimit));
-      return;
-    }
     let authorization: Authorization;
-    try {
-      authorization = authorize(request);
-    } catch (error) {
-      done(error as Error);
-      return;
+    const handedOver = takeHandOver(request.raw);
+    if (handedOver !== undefined) {
+      if (handedOver.error !== undefined) {
+        done(handedOver.error);
+        return;
+      }
+      authorization = handedOver.authorization;
+    } else {
+      const declared = request.headers['content-length'];
+      if (declared !== undefined && Number(declared) > bodyLimit) {
+        // Answered before the body is read; closing (lingering) bounds what is still read of it.
+        reply.header('connection', 'close');
+        done(tooLarge(bodyLimit));
+        return;
+      }
+      try {
+        authorization = authorize(request.raw);
+      } catch (error) {
+        done(error as Error);
+        return;
+      }
     }
     if (!(authorization instanceof Promise)) {
       // Synchronous: fastify's hook runner answers anything thrown here.
@@ -95,6 +144,7 @@ export function registerForwarding(app: FastifyInstance, options: ForwardOptions
       method: FORWARDED_METHODS,
       url,
       exposeHeadRoute: false,
+      config: { forwarded: true },
       onRequest,
       // Never reached: the hook above answers every request, by forwarding or refusing it.
       handler: async () => {
@@ -116,6 +166,7 @@ export function registerForwarding(app: FastifyInstance, options: ForwardOptions
     upstream.endTunnels();
     done();
   });
+  return forwardRequest;
 }
 
 /** What is forwarded as the body: nothing, the client's stream, or (chunked) that stream cut off past the limit. */

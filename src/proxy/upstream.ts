@@ -74,16 +74,16 @@ export class Upstream {
   }
 
   /**
-   * Sends `request` upstream and streams the answer into `reply.raw` (the reply is hijacked
-   * once the upstream's headers arrive). If the upstream fails first, `refuse` answers instead;
-   * if it fails mid-body, the client's connection is destroyed, so a truncated body never
-   * looks complete. A client that goes away aborts the upstream request.
+   * Sends `request` upstream and streams the answer into `response`, with `x-request-id:
+   * requestId` (a fastify `reply` is hijacked once the upstream's headers arrive; the fast lane
+   * has none). If the upstream fails first, `refuse` answers instead; if it fails mid-body, the
+   * client's connection is destroyed, so a truncated body never looks complete. A client that
+   * goes away aborts the upstream request.
    */
-  relay(reply: FastifyReply, request: UpstreamRequest, refuse: Refuse, inspect?: Inspect): void {
-    const relay = new Relay(this, reply, request.route, refuse, inspect);
-    const raw = reply.raw as RelayedResponse;
-    raw[kRelay] = relay;
-    raw.once('close', onClientClose);
+  relay(response: ServerResponse, requestId: string, request: UpstreamRequest, refuse: Refuse, inspect?: Inspect, reply?: FastifyReply): void {
+    const relay = new Relay(this, response as RelayedResponse, requestId, reply, request.route, refuse, inspect);
+    relay.response[kRelay] = relay;
+    response.once('close', onClientClose);
     this.#pool.dispatch({ method: request.method as Dispatcher.HttpMethod, path: request.path, headers: request.headers, body: request.body }, relay);
   }
 
@@ -93,10 +93,9 @@ export class Upstream {
    * other answer is relayed as a response. `head` is what the client sent after its handshake.
    */
   tunnel(reply: FastifyReply, request: UpstreamRequest, head: Buffer, refuse: Refuse): void {
-    const relay = new Relay(this, reply, request.route, refuse, undefined, head);
-    const raw = reply.raw as RelayedResponse;
-    raw[kRelay] = relay;
-    raw.once('close', onClientClose);
+    const relay = new Relay(this, reply.raw as RelayedResponse, reply.request.id, reply, request.route, refuse, undefined, head);
+    relay.response[kRelay] = relay;
+    reply.raw.once('close', onClientClose);
     this.#pool.dispatch({ method: 'GET', path: request.path, headers: request.headers, body: null, upgrade: 'websocket' }, relay);
   }
 
@@ -154,7 +153,10 @@ const CLIENT_GONE = new Error('The client closed the connection');
  */
 class Relay implements Dispatcher.DispatchHandler {
   readonly upstream: Upstream;
-  readonly reply: FastifyReply;
+  readonly response: RelayedResponse;
+  readonly requestId: string;
+  /** Hijacked when the answer starts; undefined on the fast lane, where fastify never saw the request. */
+  readonly reply: FastifyReply | undefined;
   readonly route: string;
   readonly refuse: Refuse;
   readonly inspect: Inspect | undefined;
@@ -169,8 +171,19 @@ class Relay implements Dispatcher.DispatchHandler {
   /** The body, when `inspect` took the response over. */
   body: UpstreamBody | undefined = undefined;
 
-  constructor(upstream: Upstream, reply: FastifyReply, route: string, refuse: Refuse, inspect: Inspect | undefined, head?: Buffer) {
+  constructor(
+    upstream: Upstream,
+    response: RelayedResponse,
+    requestId: string,
+    reply: FastifyReply | undefined,
+    route: string,
+    refuse: Refuse,
+    inspect: Inspect | undefined,
+    head?: Buffer,
+  ) {
     this.upstream = upstream;
+    this.response = response;
+    this.requestId = requestId;
     this.reply = reply;
     this.route = route;
     this.refuse = refuse;
@@ -180,7 +193,7 @@ class Relay implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.reply.raw.destroyed) controller.abort(CLIENT_GONE);
+    if (this.response.destroyed) controller.abort(CLIENT_GONE);
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
@@ -191,8 +204,8 @@ class Relay implements Dispatcher.DispatchHandler {
       takeOver({ statusCode, headers, body: this.body });
       return;
     }
-    const reply = this.reply.hijack();
-    reply.raw.writeHead(statusCode, clientResponseHeaders(headers, reply.request.id));
+    this.reply?.hijack();
+    this.response.writeHead(statusCode, clientResponseHeaders(headers, this.requestId));
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -200,7 +213,7 @@ class Relay implements Dispatcher.DispatchHandler {
       if (!this.body.push(chunk)) controller.pause();
       return;
     }
-    const raw = this.reply.raw;
+    const raw = this.response;
     if (raw.write(chunk)) return;
     controller.pause();
     if (!this.draining) {
@@ -212,7 +225,7 @@ class Relay implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     this.done = true;
     if (this.body !== undefined) this.body.push(null);
-    else this.reply.raw.end();
+    else this.response.end();
     this.upstream.observe(this.route, this.status, this.started);
   }
 
@@ -229,9 +242,9 @@ class Relay implements Dispatcher.DispatchHandler {
       if (this.status !== 0) this.upstream.observe(this.route, this.status, this.started);
       return;
     }
-    if (this.status !== 0 || this.reply.raw.headersSent) {
+    if (this.status !== 0 || this.response.headersSent) {
       // Part of the answer is out: only a broken connection tells the client it is incomplete.
-      this.reply.raw.destroy();
+      this.response.destroy();
       this.upstream.observe(this.route, 'error', this.started);
       return;
     }
@@ -243,8 +256,8 @@ class Relay implements Dispatcher.DispatchHandler {
   onRequestUpgrade(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
     this.done = true;
     this.status = statusCode;
-    const reply = this.reply.hijack();
-    const raw = reply.raw;
+    this.reply?.hijack();
+    const raw = this.response;
     const client = raw.socket;
     if (client === null || client.destroyed) {
       socket.destroy();
@@ -257,7 +270,7 @@ class Relay implements Dispatcher.DispatchHandler {
       if (value === undefined || name === 'x-request-id') continue;
       for (const each of typeof value === 'string' ? [value] : value) head += `${name}: ${each}\r\n`;
     }
-    client.write(`${head}x-request-id: ${reply.request.id}\r\n\r\n`);
+    client.write(`${head}x-request-id: ${this.requestId}\r\n\r\n`);
     this.upstream.observe(this.route, statusCode, this.started);
     this.upstream.join(client, socket, this.head ?? Buffer.alloc(0));
   }

@@ -1,0 +1,37 @@
+import type { IncomingMessage } from 'node:http';
+import type { Authorized } from './authorize.ts';
+
+/**
+ * What the fast lane already did for a request it passes on to fastify: the request id it
+ * chose, and either the pending decision (a credential that needs I/O) or why the request
+ * cannot be served (a refusal, or an upstream that failed before answering). Fastify's
+ * forwarding route takes it instead of deciding again, so every decision is made and counted
+ * once, and every refusal is answered by the one error handler.
+ */
+export type HandOver = { requestId: string; authorization: Promise<Authorized>; error?: undefined } | { requestId: string; error: Error };
+
+const kHandOver = Symbol('gatehouse.handOver');
+
+interface HandedOver extends IncomingMessage {
+  [kHandOver]?: HandOver;
+}
+
+export function handOver(request: IncomingMessage, handOver: HandOver): void {
+  // Fastify attaches its handlers within this turn; until then a rejection must not count as unhandled.
+  if (handOver.error === undefined) handOver.authorization.catch(ignore);
+  (request as HandedOver)[kHandOver] = handOver;
+}
+
+/** The request id the fast lane gave a request it handed over. */
+export function handedOverRequestId(request: IncomingMessage): string | undefined {
+  return (request as HandedOver)[kHandOver]?.requestId;
+}
+
+/** The hand-over, once: a request re-routed after it was taken is decided afresh. */
+export function takeHandOver(request: IncomingMessage): HandOver | undefined {
+  const taken = (request as HandedOver)[kHandOver];
+  if (taken !== undefined) (request as HandedOver)[kHandOver] = undefined;
+  return taken;
+}
+
+function ignore(): void {}
