@@ -17,11 +17,16 @@ declare module 'fastify' {
  * fastify keeps the two in step by construction. Create it before any route is registered.
  */
 export class ForwardedRoutes {
-  readonly #router = FindMyWay();
+  readonly #router: FindMyWay.Instance<FindMyWay.HTTPVersion.V1>;
   /** Method + url pairs added, so a route fastify registers twice for two reasons is added once. */
   readonly #added = new Set<string>();
 
   constructor(app: FastifyInstance) {
+    // The matching options fastify's own router was given, so the two read every path alike.
+    const { caseSensitive, ignoreTrailingSlash, ignoreDuplicateSlashes, maxParamLength, useSemicolonDelimiter, allowUnsafeRegex } = app.initialConfig;
+    // (find-my-way reads useSemicolonDelimiter, though its types do not list it.)
+    const options = { caseSensitive, ignoreTrailingSlash, ignoreDuplicateSlashes, maxParamLength, useSemicolonDelimiter, allowUnsafeRegex };
+    this.#router = FindMyWay(options as FindMyWay.Config<FindMyWay.HTTPVersion.V1>);
     app.addHook('onRoute', (route) => this.#add(route));
   }
 
@@ -31,13 +36,18 @@ export class ForwardedRoutes {
     return found !== null && (found.store as RouteMark).forwarded;
   }
 
-  #add(route: RouteOptions): void {
+  #add(route: RouteOptions & { prefix?: string; routePath?: string }): void {
     const mark: RouteMark = { forwarded: route.config?.forwarded === true };
+    // A plugin's `/` under a prefix is served at `/prefix` and `/prefix/` but announced once: both are its own.
+    const atPrefix = route.prefix && (route.routePath === '' || route.routePath === '/');
+    const urls = atPrefix ? [route.prefix!, `${route.prefix!}/`] : [route.url];
     for (const method of typeof route.method === 'string' ? [route.method] : route.method) {
-      const key = `${method} ${route.url}`;
-      if (this.#added.has(key)) continue;
-      this.#added.add(key);
-      this.#router.on(method as FindMyWay.HTTPMethod, route.url, noop, mark);
+      for (const url of urls) {
+        const key = `${method} ${url}`;
+        if (this.#added.has(key)) continue;
+        this.#added.add(key);
+        this.#router.on(method as FindMyWay.HTTPMethod, url, noop, mark);
+      }
     }
   }
 }

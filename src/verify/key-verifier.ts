@@ -82,6 +82,8 @@ export interface KeyVerifierStats {
   throttled: number;
   /** Refused from the short memory of exact wrong keys. */
   rejectedHits: number;
+  /** Refused with no store read and no hash: their prefix's key is cached, and they are not it. */
+  provenPrefixRefusals: number;
 }
 
 /**
@@ -106,6 +108,13 @@ export class KeyVerifier {
   readonly #shared: SharedIdentity | undefined;
 
   readonly #identity: LRUCache<string, number>;
+  /**
+   * Prefix → key id of every key in `identity`. A prefix belongs to one stored key forever
+   * (unique, and keys are never deleted), so once a raw key is proven for a prefix, any other
+   * key presented with that prefix is wrong: refused without a store read or an argon2id verify.
+   * Guessing secrets behind the prefix of a key in use then costs the gateway nothing.
+   */
+  readonly #provenPrefixes = new Map<string, number>();
   readonly #state: LRUCache<number, KeyState>;
   /** Exact wrong keys → clock reading until which they are refused from memory. */
   readonly #rejected = new LRUCache<string, number>({ max: REJECTED_KEY_CACHE_SIZE });
@@ -133,6 +142,7 @@ export class KeyVerifier {
     argon2Mismatches: 0,
     throttled: 0,
     rejectedHits: 0,
+    provenPrefixRefusals: 0,
   };
 
   constructor(options: KeyVerifierOptions) {
@@ -148,7 +158,13 @@ export class KeyVerifier {
     this.#limiter =
       options.limiter ??
       new MemoryFailureLimiter({ limit: KEY_PREFIX_FAILURE_LIMIT, windowMs: KEY_PREFIX_FAILURE_WINDOW_MS, now: this.#now });
-    this.#identity = new LRUCache({ max: cacheSize });
+    this.#identity = new LRUCache({
+      max: cacheSize,
+      dispose: (keyId, rawKey) => {
+        const prefix = keyPrefixOf(rawKey);
+        if (this.#provenPrefixes.get(prefix) === keyId) this.#provenPrefixes.delete(prefix);
+      },
+    });
     this.#state = new LRUCache({ max: cacheSize });
     if (options.shared !== undefined) {
       const { tier, pepper, ttlMs = DEFAULT_SHARED_IDENTITY_TTL_MS } = options.shared;
@@ -264,7 +280,7 @@ export class KeyVerifier {
     if (shared !== undefined && digest !== undefined) {
       const keyId = await this.#sharedGet(shared.tier, digest);
       if (keyId !== undefined) {
-        this.#identity.set(flatCopy(rawKey), keyId);
+        this.#prove(rawKey, keyId);
         return { keyId, state: undefined, evictionsAtRead: this.#evictions };
       }
     }
@@ -273,6 +289,13 @@ export class KeyVerifier {
     const blockedFor = await this.#blockedFor(prefix);
     // From the in-flight check to the increment without an await: concurrent guesses cannot all pass.
     this.#refuseIfThrottled(prefix, blockedFor);
+    if (this.#provenPrefixes.has(prefix)) {
+      this.#counts.provenPrefixRefusals++;
+      this.#reject(rawKey);
+      // Still a failed guess: the prefix is throttled as if the hash had been checked.
+      await this.#limiter.recordFailure(prefix).catch(() => {});
+      throw invalidKey();
+    }
     this.#verifyingByPrefix.set(prefix, (this.#verifyingByPrefix.get(prefix) ?? 0) + 1);
     try {
       const evictions = this.#evictions;
@@ -289,7 +312,7 @@ export class KeyVerifier {
         await this.#limiter.recordFailure(prefix).catch(() => {});
         throw invalidKey();
       }
-      this.#identity.set(flatCopy(rawKey), row.id);
+      this.#prove(rawKey, row.id);
       const state = this.#remember(row, evictions);
       if (shared !== undefined && digest !== undefined) void this.#sharedSet(shared, digest, row.id);
       return { keyId: row.id, state, evictionsAtRead: evictions };
@@ -318,6 +341,13 @@ export class KeyVerifier {
       this.#counts.throttled++;
       throw new GatewayError('rate_limited', 'Another key with this prefix is being verified', { retryAfter: 1 });
     }
+  }
+
+  /** Caches a key proven by an argon2id verify (here or, through the shared tier, on another replica). */
+  #prove(rawKey: string, keyId: number): void {
+    const key = flatCopy(rawKey);
+    this.#identity.set(key, keyId);
+    this.#provenPrefixes.set(keyPrefixOf(key), keyId);
   }
 
   /** Caches the row's state unless an eviction happened since its read began. */

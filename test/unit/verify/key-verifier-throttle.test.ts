@@ -108,4 +108,33 @@ describe('KeyVerifier: an exact wrong key is remembered briefly', () => {
     for (let i = 0; i < LIMIT * 3; i++) await codeOf(() => verifier.verify(wrong));
     expect((await verifier.verify(key)).keyId).toBe(1);
   });
+
+  it('refuses a guess behind the prefix of a cached key with no store read and no hash, still counted by the throttle', async () => {
+    const { verifier, hasher, store, key, row, prefix } = await setup();
+    await verifier.verify(key);
+    const [hashes, reads] = [hasher.verifyCount, store.calls];
+    for (let i = 0; i < LIMIT; i++) expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');
+    expect([hasher.verifyCount, store.calls]).toEqual([hashes, reads]);
+    expect(verifier.stats().provenPrefixRefusals).toBe(LIMIT);
+    // The throttle sees the same failures as when each guess was hashed: the next one is rate_limited.
+    expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('rate_limited');
+    expect(verifier.tryVerifyCached(key)?.keyId).toBe(row.id);
+  });
+
+  it('hashes a guess again once the real key has left the identity cache (the proof goes with it)', async () => {
+    const clock = new FrozenClock();
+    const hasher = tinyHasher();
+    const store = new KeyTable();
+    const verifier = new KeyVerifier({ store, hasher, cacheSize: 1, now: clock.now });
+    const first = await store.add(hasher);
+    const second = await store.add(hasher);
+    await verifier.verify(first.key);
+    await verifier.verify(second.key); // evicts first.key from the one-entry identity cache
+    const hashes = hasher.verifyCount;
+    expect(await codeOf(() => verifier.verify(forgedKey(keyPrefixOf(first.key))))).toBe('invalid_credential');
+    expect(hasher.verifyCount).toBe(hashes + 1);
+    expect(await codeOf(() => verifier.verify(forgedKey(keyPrefixOf(second.key))))).toBe('invalid_credential');
+    expect(hasher.verifyCount).toBe(hashes + 1);
+    expect(verifier.stats().provenPrefixRefusals).toBe(1);
+  });
 });

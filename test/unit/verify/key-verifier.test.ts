@@ -139,15 +139,18 @@ describe('KeyVerifier: cold and cached paths', () => {
     await authorize(); // both hit
     clock.advance(TTL);
     await authorize(); // identity hit, state re-read
-    await codeOf(() => verifier.verify(forgedKey(keyPrefixOf(key)))); // identity miss, mismatch
+    await codeOf(() => verifier.verify(forgedKey(keyPrefixOf(key)))); // identity miss; its prefix's key is cached: no hash
+    const other = await store.add(hasher);
+    await codeOf(() => verifier.verify(forgedKey(keyPrefixOf(other.key)))); // identity miss, mismatch
     await codeOf(() => verifier.verify(withBrokenChecksum(key))); // malformed: counts nothing
     expect(verifier.stats()).toMatchObject({
       identityHits: 2,
-      identityMisses: 2,
+      identityMisses: 3,
       stateHits: 1,
       stateMisses: 1,
       argon2Verifies: 2,
       argon2Mismatches: 1,
+      provenPrefixRefusals: 1,
       throttled: 0,
     });
   });
