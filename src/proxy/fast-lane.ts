@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { GatewayError } from '../http/errors.ts';
 import { isLingering } from '../http/lingering-close.ts';
 import { requestIdOf } from '../http/request-id.ts';
 import type { Authorization } from './authorize.ts';
@@ -22,13 +21,13 @@ export interface FastLaneOptions {
 const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS);
 
 /**
- * The server's request listener, in front of fastify. A request that fastify would forward and
- * whose credential is decided from memory (a cached API key or admin token: no promise, no I/O)
- * is forwarded from here, with none of fastify's per-request objects — the allow path costs
- * what a bare `node:http` proxy costs, plus the lookups. Everything else goes to fastify as it
- * would without the lane: the gateway's own endpoints, MCP paths, malformed or oversized
- * requests, credentials that need a store read or an argon2id verify (the pending decision is
- * handed over), refusals and upstream failures (handed over, answered by the one error handler).
+ * The server's request listener, in front of fastify. A request that fastify would forward is
+ * decided and, if allowed, forwarded from here, with none of fastify's per-request objects: a
+ * cached credential synchronously (no promise, no I/O), so the allow path costs what a bare
+ * `node:http` proxy costs plus the lookups; a first use once its store read and argon2id
+ * verify are done. Everything else goes to fastify as it would without the lane: the gateway's
+ * own endpoints, MCP paths, malformed or oversized requests, and — handed over with the request
+ * id, answered by the one error handler — refusals and upstream failures.
  */
 export function createFastLane(options: FastLaneOptions): { listener: (request: IncomingMessage, response: ServerResponse) => void; close: () => void } {
   const { routes, authorize, forward, bodyLimit, fastify } = options;
@@ -48,16 +47,23 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
       fastify(request, response);
       return;
     }
-    if (authorization instanceof Promise) {
-      handOver(request, { requestId, authorization });
-      fastify(request, response);
-      return;
-    }
-    forward(request, response, requestId, authorization, (error: GatewayError) => {
+    const refuse = (error: Error) => {
       // Nothing was sent yet: fastify answers it, as it answers every refusal.
       handOver(request, { requestId, error });
       fastify(request, response);
-    });
+    };
+    if (!(authorization instanceof Promise)) {
+      forward(request, response, requestId, authorization, refuse);
+      return;
+    }
+    // A first use (store read, argon2id) or an uncached admin token: forwarded from here once decided.
+    authorization.then((authorized) => {
+      try {
+        forward(request, response, requestId, authorized, refuse);
+      } catch (error) {
+        refuse(error as Error);
+      }
+    }, refuse);
   }
 
   /** What fastify's forwarding route would see and serve as it is: anything else keeps fastify's answer. */

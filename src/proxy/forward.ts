@@ -75,8 +75,8 @@ function contextOf(request: IncomingMessage, principal: Principal | null, reques
 
 /**
  * Everything that is not the gateway's own endpoint (nor an MCP path) and that the fast lane
- * did not take is forwarded here — after `authorize` has allowed it (or with the fast lane's
- * hand-over), in the route's `onRequest` hook, before any body is read; the hook then hands the
+ * did not take is forwarded here — after `authorize` has allowed it — or refused (the fast
+ * lane's hand-over: what it refused, or an upstream failure), in the route's `onRequest` hook, before any body is read; the hook then hands the
  * request to the upstream and never lets fastify parse it. Responses (including
  * `text/event-stream`) stream through. WebSocket upgrades are routed the same way, so they
  * pass the same hooks and the same decision, then are tunnelled.
@@ -102,28 +102,25 @@ export function registerForwarding(app: FastifyInstance, options: ForwardOptions
   }
 
   const onRequest: onRequestHookHandler = (request, reply, done) => {
-    let authorization: Authorization;
     const handedOver = takeHandOver(request.raw);
     if (handedOver !== undefined) {
-      if (handedOver.error !== undefined) {
-        done(handedOver.error);
-        return;
-      }
-      authorization = handedOver.authorization;
-    } else {
-      const declared = request.headers['content-length'];
-      if (declared !== undefined && Number(declared) > bodyLimit) {
-        // Answered before the body is read; closing (lingering) bounds what is still read of it.
-        reply.header('connection', 'close');
-        done(tooLarge(bodyLimit));
-        return;
-      }
-      try {
-        authorization = authorize(request.raw);
-      } catch (error) {
-        done(error as Error);
-        return;
-      }
+      // Decided (and counted) by the fast lane already: only the answer is fastify's.
+      done(handedOver.error);
+      return;
+    }
+    const declared = request.headers['content-length'];
+    if (declared !== undefined && Number(declared) > bodyLimit) {
+      // Answered before the body is read; closing (lingering) bounds what is still read of it.
+      reply.header('connection', 'close');
+      done(tooLarge(bodyLimit));
+      return;
+    }
+    let authorization: Authorization;
+    try {
+      authorization = authorize(request.raw);
+    } catch (error) {
+      done(error as Error);
+      return;
     }
     if (!(authorization instanceof Promise)) {
       // Synchronous: fastify's hook runner answers anything thrown here.

@@ -1,14 +1,15 @@
 import type { IncomingMessage } from 'node:http';
-import type { Authorized } from './authorize.ts';
 
 /**
  * What the fast lane already did for a request it passes on to fastify: the request id it
- * chose, and either the pending decision (a credential that needs I/O) or why the request
- * cannot be served (a refusal, or an upstream that failed before answering). Fastify's
- * forwarding route takes it instead of deciding again, so every decision is made and counted
- * once, and every refusal is answered by the one error handler.
+ * chose, and why the request cannot be served (a refusal, or an upstream that failed before
+ * answering). Fastify's forwarding route answers it instead of deciding again, so every
+ * decision is made and counted once, and every refusal is answered by the one error handler.
  */
-export type HandOver = { requestId: string; authorization: Promise<Authorized>; error?: undefined } | { requestId: string; error: Error };
+export interface HandOver {
+  requestId: string;
+  error: Error;
+}
 
 const kHandOver = Symbol('gatehouse.handOver');
 
@@ -17,8 +18,6 @@ interface HandedOver extends IncomingMessage {
 }
 
 export function handOver(request: IncomingMessage, handOver: HandOver): void {
-  // Fastify attaches its handlers within this turn; until then a rejection must not count as unhandled.
-  if (handOver.error === undefined) handOver.authorization.catch(ignore);
   (request as HandedOver)[kHandOver] = handOver;
 }
 
@@ -33,5 +32,3 @@ export function takeHandOver(request: IncomingMessage): HandOver | undefined {
   if (taken !== undefined) (request as HandedOver)[kHandOver] = undefined;
   return taken;
 }
-
-function ignore(): void {}
