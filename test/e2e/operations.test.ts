@@ -38,8 +38,10 @@ describe('operations: metrics after real traffic, health, request ids, logs with
     await request(`${f.gateway.url}/api/v1/agents/3/events`, { method: 'POST', json: {} });
     await request(`${f.gateway.url}/dashboard`, { token: f.admin });
     await request(`${f.gateway.url}/api/v1/auth/login`, { method: 'POST', json: { email: 'ops@example.test', password: 'wrong password' } });
-    // Well-formed (checksum right), so it costs one argon2id verify and fails it.
-    const forged = appendChecksum(key.slice(0, KEY_PREFIX_LENGTH) + 'x'.repeat(KEY_TAG.length + KEY_BODY_LENGTH - KEY_PREFIX_LENGTH));
+    // Well-formed (checksum right) behind the prefix of a key never used here (one that is cached
+    // would be refused from memory), so it costs one argon2id verify and fails it.
+    const unused = await f.key({ scopes: ['events:write'] });
+    const forged = appendChecksum(unused.key.slice(0, KEY_PREFIX_LENGTH) + 'x'.repeat(KEY_TAG.length + KEY_BODY_LENGTH - KEY_PREFIX_LENGTH));
     await request(`${f.gateway.url}/api/v1/agents/3/events`, { method: 'POST', token: forged, json: {} });
     const revoked = await f.key({ scopes: ['events:write'] });
     await request(`${f.gateway.url}/api/v1/agents/3/events`, { method: 'POST', token: revoked.key, json: {} });
@@ -76,7 +78,7 @@ describe('operations: metrics after real traffic, health, request ids, logs with
     expect(total(scrape, 'gatehouse_argon2_verifications_total', 'result="mismatch"')).toBe(1);
     expect(total(scrape, 'gatehouse_logins_total', 'result="success"')).toBe(1);
     expect(total(scrape, 'gatehouse_logins_total', 'result="failure"')).toBe(1);
-    expect(sample(scrape, 'gatehouse_api_keys{status="active"}')).toBe(1);
+    expect(sample(scrape, 'gatehouse_api_keys{status="active"}')).toBe(2); // the key used, and the one whose prefix was forged
     expect(sample(scrape, 'gatehouse_api_keys{status="revoked"}')).toBe(1);
     expect(sample(scrape, 'gatehouse_fail_open_decisions_total')).toBe(0);
     expect(scrape).toMatch(/^gatehouse_build_info\{version="[^"]+"\} 1$/m);
