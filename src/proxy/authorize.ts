@@ -42,15 +42,15 @@ export type Authorization = Authorized | Promise<Authorized>;
  * Throws (or rejects with) a GatewayError for every refusal; returns the principal the upstream
  * will be told of. A cached credential is decided synchronously: no promise, no microtask.
  */
-export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessage) => Authorization {
+export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessage, path?: string) => Authorization {
   const { routes, tables, verifier, sessions, licence, now, observe } = deps;
   if (!observe) return decideRequest;
 
-  return function authorizeObserved(request: IncomingMessage): Authorization {
+  return function authorizeObserved(request: IncomingMessage, path?: string): Authorization {
     const started = performance.now();
     let authorization: Authorization;
     try {
-      authorization = decideRequest(request);
+      authorization = decideRequest(request, path);
     } catch (error) {
       observeRefusal(request, error, started);
       throw error;
@@ -95,8 +95,9 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
     }
   }
 
-  function decideRequest(request: IncomingMessage): Authorization {
-    const { path } = parseRequestTarget(request.url ?? '');
+  /** `checkedPath`: the request target's path, when the caller has already parsed it (the fast lane). */
+  function decideRequest(request: IncomingMessage, checkedPath?: string): Authorization {
+    const path = checkedPath ?? parseRequestTarget(request.url ?? '').path;
     const match = routes.match(request.method ?? 'GET', path);
     if (!match) throw new GatewayError('not_found', 'No route matches this request');
     if (match.error === 'bad_param') {

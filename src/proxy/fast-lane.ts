@@ -10,7 +10,8 @@ import { parseRequestTarget } from './request-target.ts';
 
 export interface FastLaneOptions {
   routes: ForwardedRoutes;
-  authorize: (request: IncomingMessage) => Authorization;
+  /** Given the request target's path, already checked here. */
+  authorize: (request: IncomingMessage, path: string) => Authorization;
   forward: Forwarder;
   /** `BODY_LIMIT`: a larger declared body is left to fastify's route, which refuses it. */
   bodyLimit: number;
@@ -34,14 +35,15 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
   let closing = false;
 
   function listener(request: IncomingMessage, response: ServerResponse): void {
-    if (closing || !FORWARDED.has(request.method!) || isLingering(request.socket) || !isPlainRequest(request)) {
+    const path = closing || !FORWARDED.has(request.method!) || isLingering(request.socket) ? undefined : forwardedPathOf(request);
+    if (path === undefined) {
       fastify(request, response);
       return;
     }
     const requestId = requestIdOf(request);
     let authorization: Authorization;
     try {
-      authorization = authorize(request);
+      authorization = authorize(request, path);
     } catch (error) {
       handOver(request, { requestId, error: error as Error });
       fastify(request, response);
@@ -66,18 +68,21 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
     }, refuse);
   }
 
-  /** What fastify's forwarding route would see and serve as it is: anything else keeps fastify's answer. */
-  function isPlainRequest(request: IncomingMessage): boolean {
+  /**
+   * The path of a request fastify's forwarding route would see and serve as it is; undefined
+   * for anything else, which keeps fastify's answer.
+   */
+  function forwardedPathOf(request: IncomingMessage): string | undefined {
     const declared = request.headers['content-length'];
-    if (declared !== undefined && Number(declared) > bodyLimit) return false;
+    if (declared !== undefined && Number(declared) > bodyLimit) return undefined;
     let path: string;
     try {
       path = parseRequestTarget(request.url!).path;
       assertSingleHeaders(request.rawHeaders);
     } catch {
-      return false;
+      return undefined;
     }
-    return routes.isForwarded(request.method!, path);
+    return routes.isForwarded(request.method!, path) ? path : undefined;
   }
 
   return {

@@ -28,9 +28,9 @@ interface UpgradeRequest extends IncomingMessage {
 }
 
 /**
- * Sends an authorized request upstream and its answer back (not WebSocket upgrades: those come
- * through fastify). Shared by the fast lane and fastify's forwarding route, so a request is
- * forwarded the same way whichever of the two took it.
+ * Sends an authorized request upstream and its answer back, or (with `head`: a WebSocket
+ * upgrade, which only fastify's route receives) tunnels it. Shared by the fast lane and
+ * fastify's forwarding route, so a request is forwarded the same way whichever of the two took it.
  */
 export type Forwarder = (
   request: IncomingMessage,
@@ -39,25 +39,28 @@ export type Forwarder = (
   authorized: Authorized,
   refuse: Refuse,
   reply?: FastifyReply,
+  head?: Buffer,
 ) => void;
 
 export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forwardAuthorization' | 'bodyLimit'>): Forwarder {
   const { upstream, bodyLimit } = options;
   const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
-  return function forward(request, response, requestId, { route, principal }, refuse, reply) {
+  return function forward(request, response, requestId, { route, principal }, refuse, reply, head) {
     // MCP paths are served by registerMcp, which inspects every message; one reaching the generic proxy would skip that.
     if (route.mcp !== undefined) {
       refuse(new GatewayError('method_not_allowed_for_key', 'MCP requests are only served on their own paths'));
       return;
     }
-    const upstreamRequest = {
-      method: request.method!,
-      path: request.url!,
-      headers: upstreamHeaders(request.headers, contextOf(request, principal, requestId)),
-      body: bodyOf(request, bodyLimit),
-      route: route.name,
-    };
-    upstream.relay(response, requestId, upstreamRequest, refuse, undefined, reply);
+    if (head !== undefined && (String(request.headers.upgrade).toLowerCase() !== 'websocket' || request.method !== 'GET' || reply === undefined)) {
+      refuse(new GatewayError('bad_request', 'Only WebSocket upgrades are forwarded'));
+      return;
+    }
+    const headers = upstreamHeaders(request.headers, contextOf(request, principal, requestId));
+    if (head !== undefined) {
+      upstream.tunnel(reply!, { method: 'GET', path: request.url!, headers, body: null, route: route.name }, head, refuse);
+      return;
+    }
+    upstream.relay(response, requestId, { method: request.method!, path: request.url!, headers, body: bodyOf(request, bodyLimit), route: route.name }, refuse, undefined, reply);
   };
 }
 
@@ -75,30 +78,19 @@ function contextOf(request: IncomingMessage, principal: Principal | null, reques
 
 /**
  * Everything that is not the gateway's own endpoint (nor an MCP path) and that the fast lane
- * did not take is forwarded here — after `authorize` has allowed it — or refused (the fast
- * lane's hand-over: what it refused, or an upstream failure), in the route's `onRequest` hook, before any body is read; the hook then hands the
- * request to the upstream and never lets fastify parse it. Responses (including
- * `text/event-stream`) stream through. WebSocket upgrades are routed the same way, so they
- * pass the same hooks and the same decision, then are tunnelled.
+ * did not take is forwarded here, after `authorize` has allowed it, or refused (the fast lane's
+ * hand-over: what it refused, or an upstream failure), in the route's `onRequest` hook before
+ * any body is read; the hook then hands the request to the upstream and never lets fastify
+ * parse it. Responses (including `text/event-stream`) stream through. WebSocket upgrades are
+ * routed the same way, so they pass the same hooks and the same decision, then are tunnelled.
  */
 export function registerForwarding(app: FastifyInstance, options: ForwardOptions): Forwarder {
   const { upstream, authorize, bodyLimit } = options;
   const forwardRequest = createForwarder(options);
-  const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
 
   function forward(request: FastifyRequest, reply: FastifyReply, authorized: Authorized, refuse: (error: GatewayError) => void): void {
     const raw = request.raw as UpgradeRequest;
-    const head = raw[kUpgradeHead];
-    if (head === undefined) {
-      forwardRequest(raw, reply.raw, request.id, authorized, refuse, reply);
-    } else if (authorized.route.mcp !== undefined) {
-      refuse(new GatewayError('method_not_allowed_for_key', 'MCP requests are only served on their own paths'));
-    } else if (String(raw.headers.upgrade).toLowerCase() !== 'websocket' || raw.method !== 'GET') {
-      refuse(new GatewayError('bad_request', 'Only WebSocket upgrades are forwarded'));
-    } else {
-      const headers = upstreamHeaders(raw.headers, contextOf(raw, authorized.principal, request.id));
-      upstream.tunnel(reply, { method: 'GET', path: raw.url!, headers, body: null, route: authorized.route.name }, head, refuse);
-    }
+    forwardRequest(raw, reply.raw, request.id, authorized, refuse, reply, raw[kUpgradeHead]);
   }
 
   const onRequest: onRequestHookHandler = (request, reply, done) => {
