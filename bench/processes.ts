@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+
+export { freePort } from '../test/support/free-port.ts';
 
 export const REPO_ROOT = new URL('..', import.meta.url).pathname;
 
@@ -13,18 +14,6 @@ export interface Spawned {
   /** Resident set size in bytes, read from /proc (undefined where there is no /proc). */
   rss(): number | undefined;
   stop(): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export interface SpawnOptions {

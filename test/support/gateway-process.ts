@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
+import { freePort } from './free-port.ts';
+
+export { freePort };
 
 export const REPO_ROOT = new URL('../..', import.meta.url).pathname;
 export const ADMIN_EMAIL = 'ops@example.test';
@@ -22,18 +24,6 @@ export interface GatewayProcess {
   /** SIGTERM, then wait for exit; resolves with the exit code. */
   stop(): Promise<number | null>;
   kill(): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**
