@@ -107,16 +107,19 @@ async function main(): Promise<void> {
     // The servers: upstream, the three references, the gateway.
     const originPort = await freePort();
     const originUrl = `http://127.0.0.1:${originPort}`;
-    const node = (name: string, script: string, env: Record<string, string>, fixedPort?: number) =>
+    const profileFlags = options.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+    if (options.profile) mkdirSync(profileDir, { recursive: true });
+    const node = (name: string, script: string, env: Record<string, string>, fixedPort?: number, flags: string[] = []) =>
       (fixedPort === undefined ? freePort() : Promise.resolve(fixedPort)).then(async (port) => {
-        const server = await spawnServer({ name, command: process.execPath, args: [script], env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, readyUrl: `http://127.0.0.1:${port}/` });
+        const server = await spawnServer({ name, command: process.execPath, args: [...flags, script], env: { ...env, PORT: String(port), HOST: '127.0.0.1' }, readyUrl: `http://127.0.0.1:${port}/` });
         servers.push(server);
         return `http://127.0.0.1:${port}`;
       });
     await node('origin', 'bench/origin.ts', {}, originPort);
     const targets = new Map<Target, string>([['origin', originUrl]]);
     targets.set('bare-proxy', await node('bare-proxy', 'bench/bare-proxy.ts', { UPSTREAM_URL: originUrl }));
-    targets.set('node-floor', await node('node-floor', 'bench/node-floor.ts', { UPSTREAM_URL: originUrl }));
+    // Profiled with the gateway: the two profiles side by side show what the gateway adds.
+    targets.set('node-floor', await node('node-floor', 'bench/node-floor.ts', { UPSTREAM_URL: originUrl }, undefined, profileFlags));
     if (nginxBinary !== undefined) {
       const port = await freePort();
       servers.push(await startNginx(nginxBinary, join(runDir, 'nginx'), port, originPort));
@@ -124,12 +127,11 @@ async function main(): Promise<void> {
     } else {
       extras.skipped!['nginx-proxy'] = 'nginx is not installed';
     }
-    if (options.profile) mkdirSync(profileDir, { recursive: true });
     const gateway = await startGateway({
       upstreamUrl: originUrl,
       dataDir: join(runDir, 'data'),
       env: passed,
-      ...(options.profile ? { nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] } : {}),
+      ...(options.profile ? { nodeFlags: profileFlags } : {}),
     });
     servers.push(gateway.process);
     targets.set('gateway', gateway.url);
@@ -168,7 +170,9 @@ async function main(): Promise<void> {
     }
 
     for (let round = 1; round <= options.rounds; round++) {
-      for (const scenario of scenarios) {
+      // Even rounds run in reverse order (A B … B A): a drift of the machine's speed across the run
+      // then weighs on every scenario alike in the means, instead of on those measured last.
+      for (const scenario of round % 2 === 0 ? scenarios.toReversed() : scenarios) {
         const result = await measure(tool, options, scenario, targets.get(scenario.target)!, credentials[scenario.credential], servers.map((server) => server.pid), pidOf.get(scenario.target));
         runs.set(scenario.name, [...(runs.get(scenario.name) ?? []), result]);
         log(`  round ${round} ${scenario.name.padEnd(17)} ${Math.round(result.rps).toString().padStart(6)} req/s  p50 ${result.p50.toFixed(2)}  p99 ${result.p99.toFixed(2)} ms` +
@@ -248,7 +252,7 @@ async function main(): Promise<void> {
 
   const out = process.stdout;
   out.write(`\nGatehouse benchmark — ${new Date().toISOString()} — ${info.cores} cores, ${info.cpu}, node ${info.node}, ${info.loadTool}\n`);
-  out.write(`${options.connections} connections, POST of a small JSON body, ${options.warmup} s warm-up discarded, ${options.seconds} s measured × ${options.rounds} round(s); means of the rounds\n`);
+  out.write(`${options.connections} connections, POST of a small JSON body, ${options.warmup} s warm-up discarded, ${options.seconds} s measured × ${options.rounds} round(s), even rounds in reverse order; means of the rounds\n`);
   out.write(`drift: spread of req/s between rounds; others' CPU: share of the machine used by processes other than the benchmark's during the measured runs\n\n`);
   out.write(scenarioTable(rows, extras, targetResults) + '\n\n');
   out.write(targetTable(targetResults) + '\n\n');

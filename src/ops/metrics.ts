@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { ERROR_CODES } from '../http/errors.ts';
 import type { ErrorCode } from '../http/errors.ts';
 import { VERSION } from '../version.ts';
+import { HotCounter, HotHistogram, LabelIndex } from './hot-metrics.ts';
 
 /*
  * Gatehouse metrics, served on OPS_PORT `/metrics` (interface.md). Base units, `gatehouse_`
@@ -72,9 +73,9 @@ export const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 /** Revocation barrier: one Redis round trip to every replica, bounded by a few seconds. */
 export const BARRIER_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
-const OUTCOMES: ReadonlySet<string> = new Set<DecisionOutcome>(['allow', 'deny']);
-const REASONS: ReadonlySet<string> = new Set<string>([...Object.keys(ERROR_CODES), 'allowed']);
-const CREDENTIALS: ReadonlySet<string> = new Set<CredentialKind>(['api_key', 'admin', 'none']);
+const OUTCOMES = new LabelIndex(['allow', 'deny'] satisfies DecisionOutcome[], OTHER);
+const REASONS = new LabelIndex([...(Object.keys(ERROR_CODES) as ErrorCode[]), 'allowed'] satisfies DecisionReason[], OTHER);
+const CREDENTIALS = new LabelIndex(['api_key', 'admin', 'none'] satisfies CredentialKind[], OTHER);
 const TIERS: ReadonlySet<string> = new Set<CacheTier>(['identity', 'state', 'redis']);
 const CACHE_RESULTS: ReadonlySet<string> = new Set<CacheResult>(['hit', 'miss']);
 const ARGON2_RESULTS: ReadonlySet<string> = new Set<Argon2Result>(['match', 'mismatch']);
@@ -82,29 +83,28 @@ const THROTTLE_KINDS: ReadonlySet<string> = new Set<ThrottleKind>(['login', 'key
 const LOGIN_RESULTS: ReadonlySet<string> = new Set<LoginResult>(['success', 'failure', 'throttled']);
 const DEPENDENCIES: ReadonlySet<string> = new Set<Dependency>(['store', 'redis']);
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
+const UPSTREAM_STATUSES = new LabelIndex([...STATUS_CLASSES, 'error', 'timeout'], OTHER);
 const UNCONVENTIONAL_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 const ROUTE_NAME = /^[a-z][a-z0-9_]*$/;
 
 interface Inc {
   inc(value?: number): void;
 }
-interface Observe {
-  observe(value: number): void;
-}
 
 /**
  * The gateway's metrics on a registry of its own (never prom-client's global one: several
- * gateways may live in one test process). The recording methods take values from fixed sets,
- * fold anything else into `other`, and reuse the label child for each tuple, so the request
- * path builds no label objects.
+ * gateways may live in one test process). The recording methods take values from fixed sets
+ * and fold anything else into `other`. The request path's decision and upstream series are
+ * plain numbers found by index (hot-metrics.ts); the others reuse one label child per tuple.
  */
 export class Metrics {
   readonly registry: Registry;
 
-  readonly #routes: ReadonlySet<string>;
-  readonly #decisions: Counter<'outcome' | 'reason' | 'credential' | 'route'>;
-  readonly #decisionDuration: Histogram<'outcome' | 'credential' | 'route'>;
-  readonly #upstreamDuration: Histogram<'route' | 'status_class'>;
+  readonly #routes: LabelIndex;
+  // The request path's three: recorded as plain numbers (hot-metrics.ts).
+  readonly #decisions: HotCounter;
+  readonly #decisionDuration: HotHistogram;
+  readonly #upstreamDuration: HotHistogram;
   readonly #cacheLookups: Counter<'tier' | 'result'>;
   readonly #argon2: Counter<'result'>;
   readonly #throttled: Counter<'kind'>;
@@ -117,8 +117,6 @@ export class Metrics {
   #keyCounter: (() => KeyCounts | Promise<KeyCounts>) | undefined;
   readonly #scrapeHooks: Array<() => void> = [];
 
-  readonly #decisionChildren = new Map<string, { count: Inc; duration: Observe }>();
-  readonly #upstreamChildren = new Map<string, Observe>();
   readonly #cacheChildren = new Map<string, Inc>();
   readonly #argon2Children = new Map<string, Inc>();
   readonly #throttledChildren = new Map<string, Inc>();
@@ -127,7 +125,7 @@ export class Metrics {
   constructor(options: MetricsOptions = {}) {
     const register = new Registry();
     this.registry = register;
-    this.#routes = new Set([...(options.routes ?? []), ...GATEWAY_ROUTES].filter((name) => ROUTE_NAME.test(name)));
+    this.#routes = new LabelIndex([...(options.routes ?? []), ...GATEWAY_ROUTES].filter((name) => ROUTE_NAME.test(name)), OTHER);
     if (options.processMetrics ?? true) {
       collectDefaultMetrics({ register, prefix: METRIC_PREFIX });
       // Gauges named `_total` break the exposition conventions (`promtool check metrics`);
@@ -136,20 +134,20 @@ export class Metrics {
     }
 
     const registers = [register];
-    this.#decisions = new Counter({
+    this.#decisions = new HotCounter({
       name: 'gatehouse_decisions_total',
       help: 'Authorization decisions by outcome, reason (the stable error code, or allowed), credential and route.',
       labelNames: ['outcome', 'reason', 'credential', 'route'],
       registers,
     });
-    this.#decisionDuration = new Histogram({
+    this.#decisionDuration = new HotHistogram({
       name: 'gatehouse_decision_duration_seconds',
       help: 'Time to reach an authorization decision, from request to allow or deny.',
       labelNames: ['outcome', 'credential', 'route'],
       buckets: DECISION_BUCKETS,
       registers,
     });
-    this.#upstreamDuration = new Histogram({
+    this.#upstreamDuration = new HotHistogram({
       name: 'gatehouse_upstream_duration_seconds',
       help: 'Upstream response time by route and status class (error: no response, timeout: UPSTREAM_TIMEOUT).',
       labelNames: ['route', 'status_class'],
@@ -219,31 +217,30 @@ export class Metrics {
 
   /** One authorization decision and how long it took. */
   decision(outcome: DecisionOutcome, reason: DecisionReason, credential: CredentialKind, route: string, seconds: number): void {
-    const o = OUTCOMES.has(outcome) ? outcome : OTHER;
-    const r = REASONS.has(reason) ? reason : OTHER;
-    const c = CREDENTIALS.has(credential) ? credential : OTHER;
-    const n = this.#route(route);
-    const key = `${o}|${r}|${c}|${n}`;
-    let child = this.#decisionChildren.get(key);
-    if (child === undefined) {
-      child = { count: this.#decisions.labels(o, r, c, n), duration: this.#decisionDuration.labels(o, c, n) };
-      this.#decisionChildren.set(key, child);
-    }
-    child.count.inc();
-    child.duration.observe(seconds);
+    const o = OUTCOMES.indexOf(outcome);
+    const r = REASONS.indexOf(reason);
+    const c = CREDENTIALS.indexOf(credential);
+    const n = this.#routes.indexOf(route);
+    const routes = this.#routes.size;
+    const countAt = ((o * REASONS.size + r) * CREDENTIALS.size + c) * routes + n;
+    const count =
+      this.#decisions.at(countAt) ??
+      this.#decisions.create(countAt, [OUTCOMES.values[o]!, REASONS.values[r]!, CREDENTIALS.values[c]!, this.#routes.values[n]!]);
+    count.count++;
+    const durationAt = (o * CREDENTIALS.size + c) * routes + n;
+    const duration =
+      this.#decisionDuration.at(durationAt) ??
+      this.#decisionDuration.create(durationAt, [OUTCOMES.values[o]!, CREDENTIALS.values[c]!, this.#routes.values[n]!]);
+    this.#decisionDuration.observe(duration, seconds);
   }
 
   /** One upstream exchange: its HTTP status (or `error` / `timeout`) and duration. */
   upstream(route: string, status: UpstreamStatus, seconds: number): void {
-    const n = this.#route(route);
-    const statusClass = statusClassOf(status);
-    const key = `${n}|${statusClass}`;
-    let child = this.#upstreamChildren.get(key);
-    if (child === undefined) {
-      child = this.#upstreamDuration.labels(n, statusClass);
-      this.#upstreamChildren.set(key, child);
-    }
-    child.observe(seconds);
+    const n = this.#routes.indexOf(route);
+    const s = UPSTREAM_STATUSES.indexOf(statusClassOf(status));
+    const at = n * UPSTREAM_STATUSES.size + s;
+    const series = this.#upstreamDuration.at(at) ?? this.#upstreamDuration.create(at, [this.#routes.values[n]!, UPSTREAM_STATUSES.values[s]!]);
+    this.#upstreamDuration.observe(series, seconds);
   }
 
   cacheLookup(tier: CacheTier, result: CacheResult, count = 1): void {
@@ -313,10 +310,6 @@ export class Metrics {
   async scrape(): Promise<{ contentType: string; body: string }> {
     for (const collect of this.#scrapeHooks) collect();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
-  }
-
-  #route(route: string): string {
-    return this.#routes.has(route) ? route : OTHER;
   }
 
   async #collectKeyCounts(): Promise<void> {
