@@ -13,6 +13,8 @@ export interface Spawned {
   output(): string;
   /** Resident set size in bytes, read from /proc (undefined where there is no /proc). */
   rss(): number | undefined;
+  /** The highest RSS the process has had so far (VmHWM), in bytes. */
+  peakRss(): number | undefined;
   stop(): Promise<void>;
 }
 
@@ -46,7 +48,8 @@ export async function spawnServer(options: SpawnOptions): Promise<Spawned> {
     pid: child.pid ?? -1,
     child,
     output: () => output,
-    rss: () => rssOf(child.pid),
+    rss: () => statusBytes(child.pid, 'VmRSS'),
+    peakRss: () => statusBytes(child.pid, 'VmHWM'),
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
@@ -94,10 +97,10 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-function rssOf(pid: number | undefined): number | undefined {
+function statusBytes(pid: number | undefined, field: 'VmRSS' | 'VmHWM'): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return match ? Number(match[1]) * 1024 : undefined;
   } catch {
     return undefined;

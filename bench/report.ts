@@ -25,8 +25,10 @@ export interface Row {
 
 export interface RssFigure {
   keys: number;
-  /** RSS after a full GC, before any key is used, and V8's live heap then. */
+  /** RSS after a full GC, before any key is used (once start-up's RSS has settled), and V8's live heap then. */
   idleMb: number;
+  /** The highest RSS of the process, start-up included (VmHWM): what a container's memory limit must allow. */
+  peakMb: number;
   idleHeapUsedMb: number;
   /** RSS as found 3 s after the last key's first use: the figure the target is judged on. */
   cachedMb: number;
@@ -177,7 +179,7 @@ export const TARGETS: readonly TargetSpec[] = [
       measure: (_rows, extras) => {
         const rss = extras.rss?.[store];
         if (rss === undefined) return { missing: extras.skipped?.[`rss-${store}`] ?? extras.skipped?.['rss'] ?? 'not run' };
-        const shown = `${fixed(rss.cachedMb, 0)} MB (after a full GC ${fixed(rss.afterGcMb, 0)} MB; idle ${fixed(rss.idleMb, 0)} MB; live heap ${fixed(rss.idleHeapUsedMb, 0)} → ${fixed(rss.heapUsedMb, 0)} MB)`;
+        const shown = `${fixed(rss.cachedMb, 0)} MB (after a full GC ${fixed(rss.afterGcMb, 0)} MB; idle ${fixed(rss.idleMb, 0)} MB; peak ${fixed(rss.peakMb, 0)} MB; live heap ${fixed(rss.idleHeapUsedMb, 0)} → ${fixed(rss.heapUsedMb, 0)} MB)`;
         if (rss.keys < 100_000) return { missing: `only ${rss.keys} keys cached: ${shown}` };
         if (rss.verifiesOnRepeat > 0) return { missing: `${shown}, but ${rss.verifiesOnRepeat} keys were no longer cached` };
         return { value: rss.cachedMb, shown };

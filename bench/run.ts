@@ -12,7 +12,7 @@ import { DEFAULTS } from '../src/config/env.ts';
 import { parseArgs, selected, type BenchOptions } from './args.ts';
 import { timeArgon2Verify, type Argon2Params } from './argon2-time.ts';
 import { Client } from './client.ts';
-import { cpuSnapshot, foreignCpu, processCpuMs } from './cpu.ts';
+import { cpuSnapshot, foreignCpu, processCpuMs, quiescent } from './cpu.ts';
 import { coldKeys, storm } from './cold.ts';
 import { loginAdmin, startGateway, type GatewayOptions } from './gateway.ts';
 import { invalidKeys } from './invalid.ts';
@@ -168,6 +168,10 @@ async function main(): Promise<void> {
       await warmKeys(gateway, many, 32);
       log(`warmed ${many.length} keys (first uses: store read + argon2id) in ${((performance.now() - warmStarted) / 1000).toFixed(1)} s`);
     }
+
+    const settleStarted = performance.now();
+    await quiescent(gateway.process.pid);
+    log(`gateway quiet after ${((performance.now() - settleStarted) / 1000).toFixed(1)} s (start-up work: V8 compiling PGlite's WASM)`);
 
     for (let round = 1; round <= options.rounds; round++) {
       // Even rounds run in reverse order (A B … B A): a drift of the machine's speed across the run
