@@ -182,6 +182,38 @@ for (const target of targets) {
         expect(byId).toEqual(new Map([[a.id, later(10)], [b.id, later(30)], [c.id, null]]));
       });
 
+      it('rewrites last_used_at in place: rounds of usage writes do not grow the table', async () => {
+        // The write-behind rewrites every used key's row every few seconds; PGlite has no
+        // autovacuum, so a table whose updates leave their pages grows without end (fillfactor).
+        const keys: Awaited<ReturnType<typeof createKey>>[] = [];
+        for (let i = 0; i < 500; i++) keys.push(await createKey(store, `gh_fill${String(i).padStart(5, '0')}`));
+        const writeRounds = async (from: number, count: number) => {
+          for (let round = from; round < from + count; round++) {
+            await store.recordKeyUses(new Map(keys.map((key) => [key.id, later(round + 1)])));
+          }
+        };
+        const underTheStore = async () => {
+          await store.close();
+          const db = await place.executor();
+          try {
+            const [row] = await db.query<{ size: string; options: string[] | null }>(
+              `SELECT pg_total_relation_size('api_keys')::text AS size, reloptions AS options FROM pg_class WHERE relname = 'api_keys'`,
+            );
+            return { size: Number(row!.size), options: row!.options };
+          } finally {
+            await db.close();
+            store = await place.open();
+          }
+        };
+        await writeRounds(0, 3);
+        const settled = await underTheStore();
+        expect(settled.options).toContain('fillfactor=70');
+        await writeRounds(3, 12);
+        const after = await underTheStore();
+        expect(after.size).toBeLessThanOrEqual(settled.size * 1.1);
+        expect((await store.listApiKeys()).every((key) => key.lastUsedAt?.getTime() === later(15).getTime())).toBe(true);
+      });
+
       it('counts keys by status at a given time', async () => {
         await createKey(store, 'gh_active000');
         await createKey(store, 'gh_future000', { expiresAt: later(60) });

@@ -1,4 +1,5 @@
 import { initial } from './001-initial.ts';
+import { apiKeysFillfactor } from './002-api-keys-fillfactor.ts';
 
 export interface Migration {
   version: number;
@@ -7,4 +8,4 @@ export interface Migration {
 }
 
 /** Every migration, in order. Never edit one that has shipped: add the next version. */
-export const migrations: readonly Migration[] = [initial];
+export const migrations: readonly Migration[] = [initial, apiKeysFillfactor];
