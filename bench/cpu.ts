@@ -60,7 +60,7 @@ export function processCpuMs(pid: number): number | undefined {
 }
 
 /**
- * Waits until `pid` has used less than `share` of one core for a whole second (at most
+ * Waits until `pid` has used less than `share` of one core for half a second (at most
  * `timeoutMs`; where there is no /proc, returns at once). A freshly started gateway keeps a
  * core busy for seconds after it answers: V8 compiles PGlite's WASM into optimised code on
  * background threads. Measured then, that compilation would pass for the gateway's latency.
@@ -69,9 +69,9 @@ export async function quiescent(pid: number, share = 0.1, timeoutMs = 30_000): P
   const deadline = Date.now() + timeoutMs;
   let before = processCpuMs(pid);
   while (before !== undefined && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await new Promise((resolve) => setTimeout(resolve, 500));
     const after = processCpuMs(pid);
-    if (after === undefined || after - before < 1_000 * share) return;
+    if (after === undefined || after - before < 500 * share) return;
     before = after;
   }
 }

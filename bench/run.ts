@@ -195,7 +195,7 @@ async function main(): Promise<void> {
         // with the load generators), so the valid key's p99 shows the attack's interference, not queueing.
         validRate: 500,
         attackRate: 1_000,
-        seconds: options.quick ? 3 : 10,
+        seconds: options.quick ? 2 : 10,
       });
       log(`invalid-keys: valid p99 ${extras.invalid.p99.toFixed(2)} ms (alone ${extras.invalid.baselineP99.toFixed(2)} ms), ` +
         `wrong keys ${JSON.stringify(extras.invalid.attackStatuses)}, argon2 during the attack ${extras.invalid.argon2DuringAttack}`);
