@@ -173,11 +173,16 @@ async function main(): Promise<void> {
     await quiescent(gateway.process.pid);
     log(`gateway quiet after ${((performance.now() - settleStarted) / 1000).toFixed(1)} s (start-up work: V8 compiling PGlite's WASM)`);
 
+    // --quick warms each server up once, before its first scenario (it stays under a minute);
+    // the full run warms up before every measured run.
+    const warmed = new Set<Target>();
     for (let round = 1; round <= options.rounds; round++) {
       // Even rounds run in reverse order (A B … B A): a drift of the machine's speed across the run
       // then weighs on every scenario alike in the means, instead of on those measured last.
       for (const scenario of round % 2 === 0 ? scenarios.toReversed() : scenarios) {
-        const result = await measure(tool, options, scenario, targets.get(scenario.target)!, credentials[scenario.credential], servers.map((server) => server.pid), pidOf.get(scenario.target));
+        const warmup = options.quick && warmed.has(scenario.target) ? 0 : options.warmup;
+        warmed.add(scenario.target);
+        const result = await measure(tool, { ...options, warmup }, scenario, targets.get(scenario.target)!, credentials[scenario.credential], servers.map((server) => server.pid), pidOf.get(scenario.target));
         runs.set(scenario.name, [...(runs.get(scenario.name) ?? []), result]);
         log(`  round ${round} ${scenario.name.padEnd(17)} ${Math.round(result.rps).toString().padStart(6)} req/s  p50 ${result.p50.toFixed(2)}  p99 ${result.p99.toFixed(2)} ms` +
           (result.foreignCpu === undefined ? '' : `  others' CPU ${result.foreignCpu.toFixed(0)}%`) +
@@ -256,7 +261,7 @@ async function main(): Promise<void> {
 
   const out = process.stdout;
   out.write(`\nGatehouse benchmark — ${new Date().toISOString()} — ${info.cores} cores, ${info.cpu}, node ${info.node}, ${info.loadTool}\n`);
-  out.write(`${options.connections} connections, POST of a small JSON body, ${options.warmup} s warm-up discarded, ${options.seconds} s measured × ${options.rounds} round(s), even rounds in reverse order; means of the rounds\n`);
+  out.write(`${options.connections} connections, POST of a small JSON body, ${options.warmup} s warm-up${options.quick ? " before each server's first scenario" : ""} discarded, ${options.seconds} s measured × ${options.rounds} round(s), even rounds in reverse order; means of the rounds\n`);
   out.write(`drift: spread of req/s between rounds; others' CPU: share of the machine used by processes other than the benchmark's during the measured runs\n\n`);
   out.write(scenarioTable(rows, extras, targetResults) + '\n\n');
   out.write(targetTable(targetResults) + '\n\n');
