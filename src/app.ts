@@ -213,7 +213,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   app.addHook('onClose', () => upstream.close());
   const forward = registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize });
   // The allow path of a cached credential skips fastify; fastify serves the rest, and every request on a secondary binding.
-  const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing });
+  const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing, log: app.log });
   app.server.removeAllListeners('request');
   app.server.on('request', lane.listener);
   app.addHook('preClose', (done) => {

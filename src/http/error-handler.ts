@@ -1,4 +1,5 @@
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { StoreUnavailableError } from '../store/unavailable.ts';
 import { GatewayError, problemFor, type ErrorCode } from './errors.ts';
 
@@ -36,6 +37,23 @@ export function sendProblem(reply: FastifyReply, error: GatewayError, request: F
 export function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const gatewayError = toGatewayError(error);
   if (gatewayError.status >= 500) request.log.error({ err: error }, 'request failed');
-  else request.log.info({ code: gatewayError.code, status: gatewayError.status }, 'request refused');
+  else request.log.info(refusalLogFields(gatewayError), 'request refused');
   return sendProblem(reply, gatewayError, request);
+}
+
+function refusalLogFields(error: GatewayError): { code: ErrorCode; status: number } {
+  return { code: error.code, status: error.status };
+}
+
+/**
+ * A client's mistake or a refusal (4xx) answered on a bare `ServerResponse`, for a request
+ * fastify never saw (the fast lane): the same problem+json, headers and log line as
+ * `errorHandler`, whose request logger adds `reqId` as this one does.
+ */
+export function sendRefusal(response: ServerResponse, error: GatewayError, requestId: string, log: FastifyBaseLogger): void {
+  log.info({ reqId: requestId, ...refusalLogFields(error) }, 'request refused');
+  const problem = problemFor(error, requestId);
+  const body = JSON.stringify(problem.body);
+  response.writeHead(problem.status, { 'x-request-id': requestId, ...problem.headers, 'content-length': Buffer.byteLength(body) });
+  response.end(body);
 }

@@ -1,4 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
+import { sendRefusal } from '../http/error-handler.ts';
+import { GatewayError } from '../http/errors.ts';
 import { isLingering } from '../http/lingering-close.ts';
 import { requestIdOf } from '../http/request-id.ts';
 import type { Authorization } from './authorize.ts';
@@ -17,6 +20,8 @@ export interface FastLaneOptions {
   bodyLimit: number;
   /** Fastify's request handler (`app.routing`): everything the lane does not serve goes there. */
   fastify: (request: IncomingMessage, response: ServerResponse) => void;
+  /** Fastify's logger: a refusal answered here logs the line fastify's error handler would. */
+  log: FastifyBaseLogger;
 }
 
 const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS);
@@ -26,12 +31,13 @@ const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS);
  * decided and, if allowed, forwarded from here, with none of fastify's per-request objects: a
  * cached credential synchronously (no promise, no I/O), so the allow path costs what a bare
  * `node:http` proxy costs plus the lookups; a first use once its store read and argon2id
- * verify are done. Everything else goes to fastify as it would without the lane: the gateway's
- * own endpoints, MCP paths, malformed or oversized requests, and — handed over with the request
- * id, answered by the one error handler — refusals and upstream failures.
+ * verify are done. A refusal of the decision is answered here as fastify's error handler would
+ * answer it (`sendRefusal`). Everything else goes to fastify as it would without the lane: the
+ * gateway's own endpoints, MCP paths, malformed or oversized requests, and — handed over with
+ * the request id, answered by the one error handler — failures (store down, upstream failures).
  */
 export function createFastLane(options: FastLaneOptions): { listener: (request: IncomingMessage, response: ServerResponse) => void; close: () => void } {
-  const { routes, authorize, forward, bodyLimit, fastify } = options;
+  const { routes, authorize, forward, bodyLimit, fastify, log } = options;
   let closing = false;
 
   function listener(request: IncomingMessage, response: ServerResponse): void {
@@ -41,19 +47,25 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
       return;
     }
     const requestId = requestIdOf(request);
+    // Nothing was sent yet: fastify answers it, as it answers every failure.
+    const refuse = (error: Error) => {
+      handOver(request, { requestId, error });
+      fastify(request, response);
+    };
+    // The decision's own refusals (401, 403, 404, 405, 429 …) are answered here, with the answer
+    // and log line fastify's error handler gives: a flood of wrong keys then costs no fastify
+    // request per attempt. Anything else (store down, a bug) is fastify's.
+    const refuseDecision = (error: unknown) => {
+      if (error instanceof GatewayError && error.status < 500) sendRefusal(response, error, requestId, log);
+      else refuse(error as Error);
+    };
     let authorization: Authorization;
     try {
       authorization = authorize(request, path);
     } catch (error) {
-      handOver(request, { requestId, error: error as Error });
-      fastify(request, response);
+      refuseDecision(error);
       return;
     }
-    const refuse = (error: Error) => {
-      // Nothing was sent yet: fastify answers it, as it answers every refusal.
-      handOver(request, { requestId, error });
-      fastify(request, response);
-    };
     if (!(authorization instanceof Promise)) {
       forward(request, response, requestId, authorization, refuse);
       return;
@@ -65,7 +77,7 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
       } catch (error) {
         refuse(error as Error);
       }
-    }, refuse);
+    }, refuseDecision);
   }
 
   /**

@@ -2,6 +2,7 @@ import { createServer, request as httpRequest, type IncomingHttpHeaders, type In
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { errorHandler } from '../../../src/http/error-handler.ts';
 import { GatewayError } from '../../../src/http/errors.ts';
 import { methodNotAllowed } from '../../../src/http/method-not-allowed.ts';
 import type { ApiKeyPrincipal } from '../../../src/policy/principal.ts';
@@ -35,7 +36,8 @@ const principal: ApiKeyPrincipal = { kind: 'api_key', keyId: 42, agentId: 7, sco
 /**
  * The stub authorizer, by `Authorization`: `Bearer cached` is allowed at once (a cached key),
  * `Bearer cold` needs I/O and is allowed (a promise), `Bearer cold-refused` needs I/O and is
- * refused (a rejected promise), `Bearer revoked` is refused from memory (throws).
+ * refused (a rejected promise), `Bearer revoked` is refused from memory (throws), `Bearer
+ * store-down` fails (503 after I/O), `Bearer broken` throws what is not a GatewayError.
  */
 class StubAuthorizer {
   calls = 0;
@@ -54,6 +56,13 @@ class StubAuthorizer {
         return this.lastPromise;
       case 'Bearer revoked':
         throw new GatewayError('revoked_credential', 'The API key was revoked');
+      case 'Bearer throttled':
+        throw new GatewayError('rate_limited', 'Too many failed attempts for this key prefix', { retryAfter: 42 });
+      case 'Bearer store-down':
+        this.lastPromise = Promise.reject(new GatewayError('store_unavailable', 'The store cannot be reached; retry later'));
+        return this.lastPromise;
+      case 'Bearer broken':
+        throw new TypeError('a bug');
       default:
         throw new GatewayError('missing_credential', 'No credential');
     }
@@ -88,6 +97,8 @@ interface LaneServer {
   fallback: Array<HandOver | undefined>;
   /** The request id the lane gave each request it forwarded itself. */
   forwardedIds: string[];
+  /** The log lines the lane wrote (JSON), as fastify's logger writes them. */
+  logLines: Array<Record<string, unknown>>;
   close: () => void;
   stop: () => Promise<void>;
 }
@@ -96,6 +107,9 @@ async function startLane(routes: ForwardedRoutes, upstream: Upstream): Promise<L
   const authorizer = new StubAuthorizer();
   const fallback: LaneServer['fallback'] = [];
   const forwardedIds: string[] = [];
+  const logLines: LaneServer['logLines'] = [];
+  // Fastify's own logger (pino), writing into logLines.
+  const logger = Fastify({ logger: { level: 'info', stream: { write: (line: string) => logLines.push(JSON.parse(line) as Record<string, unknown>) } } });
   const forwarder = createForwarder({ upstream, forwardAuthorization: false, bodyLimit: BODY_LIMIT });
   const forward: Forwarder = (request, response, requestId, authorized, refuse, reply) => {
     forwardedIds.push(requestId);
@@ -111,6 +125,7 @@ async function startLane(routes: ForwardedRoutes, upstream: Upstream): Promise<L
       response.writeHead(FALLBACK_STATUS);
       response.end();
     },
+    log: logger.log,
   });
   const server: Server = createServer(lane.listener);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -119,6 +134,7 @@ async function startLane(routes: ForwardedRoutes, upstream: Upstream): Promise<L
     authorizer,
     fallback,
     forwardedIds,
+    logLines,
     close: lane.close,
     stop: () =>
       new Promise<void>((resolve) => {
@@ -338,31 +354,83 @@ describe('fast lane (real upstream and forwarder, stub authorizer and fallback)'
     });
   });
 
-  describe('hands over to fastify what it refused', () => {
-    // [description, Authorization, client x-request-id, the refusal's code]
-    const handOvers: Array<[string, string, string | undefined, string]> = [
-      ['a refusal decided from memory (authorize throws): the error', 'Bearer revoked', 'trace-9', 'revoked_credential'],
-      ['a refusal, with no client request id: a UUID', 'Bearer revoked', undefined, 'revoked_credential'],
-      ['a refusal that needed I/O (the promise rejects): the error', 'Bearer cold-refused', 'trace-11', 'invalid_credential'],
-      ['a refusal that needed I/O, with a bad client request id: a UUID', 'Bearer cold-refused', 'bad id', 'invalid_credential'],
+  describe('answers the decision\'s refusals itself, as fastify\'s error handler does', () => {
+    // [description, Authorization, client x-request-id, status, the refusal's code]
+    const refusals: Array<[string, string, string | undefined, number, string]> = [
+      ['a refusal decided from memory (authorize throws)', 'Bearer revoked', 'trace-9', 401, 'revoked_credential'],
+      ['a refusal, with no client request id: a UUID', 'Bearer revoked', undefined, 401, 'revoked_credential'],
+      ['a refusal that needed I/O (the promise rejects)', 'Bearer cold-refused', 'trace-11', 401, 'invalid_credential'],
+      ['a refusal that needed I/O, with a bad client request id: a UUID', 'Bearer cold-refused', 'bad id', 401, 'invalid_credential'],
+      ['a throttled prefix: 429 with Retry-After', 'Bearer throttled', 'trace-12', 429, 'rate_limited'],
     ];
 
-    it.each(handOvers)('%s', async (_what, authorization, requestId, code) => {
-      const { port, authorizer, fallback, forwardedIds } = await begin();
+    it.each(refusals)('%s', async (_what, authorization, requestId, status, code) => {
+      const { port, authorizer, fallback, forwardedIds, logLines } = await begin();
       const headers: Record<string, string> = { authorization };
       if (requestId !== undefined) headers['x-request-id'] = requestId;
       const response = await send(port, { method: 'POST', path: '/api/v1/agents/7/events', headers, body: '{}' });
       await settle(origin, 1, 100);
 
-      expect(response.status).toBe(FALLBACK_STATUS);
+      const id = response.headers['x-request-id'];
+      expect(id).toEqual(requestId === undefined || requestId === 'bad id' ? expect.stringMatching(UUID) : requestId);
+      expect(response.status).toBe(status);
+      expect(response.headers['content-type']).toBe('application/problem+json; charset=utf-8');
+      expect(response.headers['content-length']).toBe(String(Buffer.byteLength(response.body)));
+      expect(JSON.parse(response.body)).toMatchObject({ status, code, instance: id });
+      if (status === 401) expect(response.headers['www-authenticate']).toMatch(/^Bearer realm="gatehouse", error="invalid_token"/);
+      if (status === 429) expect(response.headers['retry-after']).toBe('42');
       expect(authorizer.calls).toBe(1);
+      expect(fallback).toEqual([]);
       expect(forwardedIds).toEqual([]);
       expect(origin.received).toEqual([]);
-      expect(fallback).toHaveLength(1);
-      const handed = fallback[0]!;
-      expect(handed.requestId).toEqual(requestId === undefined || requestId === 'bad id' ? expect.stringMatching(UUID) : requestId);
-      expect(handed.error).toBeInstanceOf(GatewayError);
-      expect(handed.error).toMatchObject({ code });
+      expect(logLines).toEqual([expect.objectContaining({ level: 30, reqId: id, code, status, msg: 'request refused' })]);
+    });
+
+    it('the same status, headers and body as fastify with the gateway\'s error handler', async () => {
+      const reference = Fastify({ logger: false, genReqId: () => 'trace-same' });
+      reference.addHook('onRequest', (request, reply, done) => {
+        reply.header('x-request-id', request.id);
+        done();
+      });
+      reference.setErrorHandler(errorHandler);
+      // Refused as the gateway's forwarding route refuses: in its onRequest hook, before any body is read.
+      reference.post('/api/v1/agents/7/events', {
+        onRequest: (_request, _reply, done) => done(new GatewayError('rate_limited', 'Too many failed attempts for this key prefix', { retryAfter: 42 })),
+        handler: async () => 'never',
+      });
+      await reference.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        const { port } = await begin();
+        const outgoing = { method: 'POST', path: '/api/v1/agents/7/events', headers: { authorization: 'Bearer throttled', 'x-request-id': 'trace-same' }, body: '{}' };
+        const fromLane = await send(port, outgoing);
+        const fromFastify = await send((reference.server.address() as AddressInfo).port, outgoing);
+        const comparable = ({ status, headers, body }: Sent) => {
+          const { date: _date, ...rest } = headers;
+          return { status, headers: rest, body };
+        };
+        expect(comparable(fromLane)).toEqual(comparable(fromFastify));
+      } finally {
+        await reference.close();
+      }
+    });
+  });
+
+  describe('hands over to fastify what fails without being a refusal', () => {
+    // [description, Authorization]
+    const failures: Array<[string, string]> = [
+      ['the store is down (the promise rejects with a 503)', 'Bearer store-down'],
+      ['a bug (authorize throws what is not a GatewayError)', 'Bearer broken'],
+    ];
+
+    it.each(failures)('%s', async (_what, authorization) => {
+      const { port, fallback, forwardedIds, logLines } = await begin();
+      const response = await send(port, { method: 'POST', path: '/api/v1/agents/7/events', headers: { authorization, 'x-request-id': 'trace-13' }, body: '{}' });
+      await settle(origin, 1, 100);
+      expect(response.status).toBe(FALLBACK_STATUS);
+      expect(fallback).toEqual([{ requestId: 'trace-13', error: expect.any(Error) }]);
+      expect(forwardedIds).toEqual([]);
+      expect(origin.received).toEqual([]);
+      expect(logLines).toEqual([]);
     });
   });
 
