@@ -47,25 +47,18 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
       return;
     }
     const requestId = requestIdOf(request);
+    let authorization: Authorization;
+    try {
+      authorization = authorize(request, path);
+    } catch (error) {
+      answerRefusal(request, response, requestId, error);
+      return;
+    }
     // Nothing was sent yet: fastify answers it, as it answers every failure.
     const refuse = (error: Error) => {
       handOver(request, { requestId, error });
       fastify(request, response);
     };
-    // The decision's own refusals (401, 403, 404, 405, 429 …) are answered here, with the answer
-    // and log line fastify's error handler gives: a flood of wrong keys then costs no fastify
-    // request per attempt. Anything else (store down, a bug) is fastify's.
-    const refuseDecision = (error: unknown) => {
-      if (error instanceof GatewayError && error.status < 500) sendRefusal(response, error, requestId, log);
-      else refuse(error as Error);
-    };
-    let authorization: Authorization;
-    try {
-      authorization = authorize(request, path);
-    } catch (error) {
-      refuseDecision(error);
-      return;
-    }
     if (!(authorization instanceof Promise)) {
       forward(request, response, requestId, authorization, refuse);
       return;
@@ -77,7 +70,21 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
       } catch (error) {
         refuse(error as Error);
       }
-    }, refuseDecision);
+    }, (error: unknown) => answerRefusal(request, response, requestId, error));
+  }
+
+  /**
+   * The decision's own refusals (401, 403, 404, 405, 429 …) are answered here, with the answer
+   * and log line fastify's error handler gives: a flood of wrong keys then costs no fastify
+   * request per attempt. Anything else (the store down, a bug) is handed over to fastify.
+   */
+  function answerRefusal(request: IncomingMessage, response: ServerResponse, requestId: string, error: unknown): void {
+    if (error instanceof GatewayError && error.status < 500) {
+      sendRefusal(response, error, requestId, log);
+      return;
+    }
+    handOver(request, { requestId, error: error as Error });
+    fastify(request, response);
   }
 
   /**

@@ -79,7 +79,7 @@ function contextOf(request: IncomingMessage, principal: Principal | null, reques
 /**
  * Everything that is not the gateway's own endpoint (nor an MCP path) and that the fast lane
  * did not take is forwarded here, after `authorize` has allowed it, or refused (the fast lane's
- * hand-over: what it refused, or an upstream failure), in the route's `onRequest` hook before
+ * hand-over: a failure it met, such as the store down or an upstream failure), in the route's `onRequest` hook before
  * any body is read; the hook then hands the request to the upstream and never lets fastify
  * parse it. Responses (including `text/event-stream`) stream through. WebSocket upgrades are
  * routed the same way, so they pass the same hooks and the same decision, then are tunnelled.

@@ -2,9 +2,10 @@ import type { IncomingMessage } from 'node:http';
 
 /**
  * What the fast lane already did for a request it passes on to fastify: the request id it
- * chose, and why the request cannot be served (a refusal, or an upstream that failed before
- * answering). Fastify's forwarding route answers it instead of deciding again, so every
- * decision is made and counted once, and every refusal is answered by the one error handler.
+ * chose, and why the request cannot be served (a failure that is not a refusal: the store
+ * down, a bug, an upstream that failed before answering). Fastify's forwarding route answers
+ * it instead of deciding again, so every decision is made and counted once. (The lane answers
+ * the decision's own refusals itself, as fastify's error handler would: `sendRefusal`.)
  */
 export interface HandOver {
   requestId: string;
