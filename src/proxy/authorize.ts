@@ -52,7 +52,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
     try {
       authorization = decideRequest(request, path);
     } catch (error) {
-      observeRefusal(request, error, started);
+      observeRefusal(request, path, error, started);
       throw error;
     }
     if (!(authorization instanceof Promise)) {
@@ -65,7 +65,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
         return authorized;
       },
       (error: unknown) => {
-        observeRefusal(request, error, started);
+        observeRefusal(request, path, error, started);
         throw error;
       },
     );
@@ -75,7 +75,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
     observe!({ allowed: true, code: undefined, credential: credentialKindOf(authorized.principal), route: authorized.route.name, seconds: (performance.now() - started) / 1000 });
   }
 
-  function observeRefusal(request: IncomingMessage, error: unknown, started: number): void {
+  function observeRefusal(request: IncomingMessage, checkedPath: string | undefined, error: unknown, started: number): void {
     const code = error instanceof GatewayError ? error.code : 'internal_error';
     let credential: ObservedDecision['credential'] = 'none';
     try {
@@ -84,12 +84,12 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
     } catch {
       // A malformed Authorization header is counted as none.
     }
-    observe!({ allowed: false, code, credential, route: routeNameOf(request), seconds: (performance.now() - started) / 1000 });
+    observe!({ allowed: false, code, credential, route: routeNameOf(request, checkedPath), seconds: (performance.now() - started) / 1000 });
   }
 
-  function routeNameOf(request: IncomingMessage): string | undefined {
+  function routeNameOf(request: IncomingMessage, checkedPath: string | undefined): string | undefined {
     try {
-      return routes.match(request.method ?? 'GET', parseRequestTarget(request.url ?? '').path)?.route.name;
+      return routes.match(request.method ?? 'GET', checkedPath ?? parseRequestTarget(request.url ?? '').path)?.route.name;
     } catch {
       return undefined;
     }
