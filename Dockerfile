@@ -54,4 +54,4 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
 STOPSIGNAL SIGTERM
 # npm start's heap flags (README, "Memory"): a full collection before the heap grows 20% past its live size;
 # no allocation-site pretenuring (short-lived request objects stay in the young generation).
-CMD ["node", "--heap-growing-percent=20", "--no-allocation-site-pretenuring", "dist/main.js"]
+CMD ["node", "--max-semi-space-size=16", "--heap-growing-percent=20", "--no-allocation-site-pretenuring", "dist/main.js"]
