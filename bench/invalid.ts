@@ -27,12 +27,19 @@ export interface InvalidOptions {
   validRate: number;
   attackRate: number;
   seconds: number;
+  /**
+   * The upstream's origin: the control run sends the same attack there instead, so the
+   * gateway does none of its work, and shows what that much traffic costs the valid stream on
+   * this machine whoever answers it.
+   */
+  controlOrigin: string;
 }
 
 /**
  * `invalid-keys`: the valid key's latency at a steady rate, well below saturation so its p99
  * shows interference and not queueing, first alone, then while distinct wrong keys behind the
- * same real prefix arrive at `attackRate`. Both streams are paced (open loop, bench/paced.ts).
+ * same real prefix arrive at `attackRate`, then (the control) while the same attack goes to the
+ * upstream directly. Both streams are paced (open loop, bench/paced.ts).
  */
 export async function invalidKeys(gateway: GatewayHandle, options: InvalidOptions): Promise<NonNullable<Extras['invalid']>> {
   const validExchange: Exchange = {
@@ -50,22 +57,24 @@ export async function invalidKeys(gateway: GatewayHandle, options: InvalidOption
   const baseline = latencies(await valid());
   const wrongKeys = wrongKeysFor(options.validKey, Math.ceil(options.attackRate * options.seconds));
   // In a worker thread: the attack's client work must not delay the valid stream's timing.
-  const attack = () =>
+  const attack = (origin: string) =>
     pacedInWorker({
-      origin: gateway.url,
+      origin,
       exchanges: wrongKeys.map((key) => ({ ...validExchange, headers: { ...validExchange.headers, authorization: `Bearer ${key}` } })),
       rate: options.attackRate,
       seconds: options.seconds,
       connections: 8,
     });
   const before = await argon2Verifies(gateway.opsUrl);
-  const [measuredAnswers, hammer] = await Promise.all([valid(), attack()]);
+  const [measuredAnswers, hammer] = await Promise.all([valid(), attack(gateway.url)]);
   const argon2DuringAttack = (await argon2Verifies(gateway.opsUrl)) - before;
   const measured = latencies(measuredAnswers);
+  const [controlAnswers] = await Promise.all([valid(), attack(options.controlOrigin)]);
   return {
     validRate: options.validRate,
     attackRate: options.attackRate,
     baselineP99: baseline.p99,
+    controlP99: latencies(controlAnswers).p99,
     p50: measured.p50,
     p99: measured.p99,
     p999: measured.p999,

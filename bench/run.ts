@@ -201,8 +201,10 @@ async function main(): Promise<void> {
         validRate: 500,
         attackRate: 1_000,
         seconds: options.quick ? 2 : 10,
+        controlOrigin: originUrl,
       });
-      log(`invalid-keys: valid p99 ${extras.invalid.p99.toFixed(2)} ms (alone ${extras.invalid.baselineP99.toFixed(2)} ms), ` +
+      log(`invalid-keys: valid p99 ${extras.invalid.p99.toFixed(2)} ms (alone ${extras.invalid.baselineP99.toFixed(2)} ms, ` +
+        `attack sent to the upstream instead ${extras.invalid.controlP99.toFixed(2)} ms), ` +
         `wrong keys ${JSON.stringify(extras.invalid.attackStatuses)}, argon2 during the attack ${extras.invalid.argon2DuringAttack}`);
     }
     if (selected(options, 'cold-keys')) {
