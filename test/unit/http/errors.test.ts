@@ -26,3 +26,17 @@ describe('problem+json mapping', () => {
     expect(problemFor(new GatewayError('rate_limited', 'x', { retryAfter: 12.2 })).headers['retry-after']).toBe('13');
   });
 });
+
+describe('GatewayError stacks', () => {
+  it('captures no stack frames for a refusal (4xx), and keeps them for a failure (5xx)', () => {
+    const limit = Error.stackTraceLimit;
+    const refusal = new GatewayError('rate_limited', 'Too many failed attempts', { retryAfter: 30 });
+    const failure = new GatewayError('store_unavailable');
+    expect(refusal.stack).not.toMatch(/\n\s+at /);
+    expect(refusal.message).toBe('Too many failed attempts');
+    expect(failure.stack).toMatch(/\n\s+at /);
+    // The global limit is put back, whatever the status.
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(new Error('plain').stack).toMatch(/\n\s+at /);
+  });
+});
