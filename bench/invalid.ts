@@ -55,12 +55,15 @@ export async function invalidKeys(gateway: GatewayHandle, options: InvalidOption
   const valid = () => validStream(options.seconds);
   await validStream(1);
   const baseline = latencies(await valid());
-  const wrongKeys = wrongKeysFor(options.validKey, Math.ceil(options.attackRate * options.seconds));
+  const wrongExchanges = wrongKeysFor(options.validKey, Math.ceil(options.attackRate * options.seconds)).map((key) => ({
+    ...validExchange,
+    headers: { ...validExchange.headers, authorization: `Bearer ${key}` },
+  }));
   // In a worker thread: the attack's client work must not delay the valid stream's timing.
   const attack = (origin: string) =>
     pacedInWorker({
       origin,
-      exchanges: wrongKeys.map((key) => ({ ...validExchange, headers: { ...validExchange.headers, authorization: `Bearer ${key}` } })),
+      exchanges: wrongExchanges,
       rate: options.attackRate,
       seconds: options.seconds,
       connections: 8,
