@@ -1,7 +1,5 @@
 import { join } from 'node:path';
-import { openEmbedded } from './embedded.ts';
 import { migrate } from './migrate.ts';
-import { connectPostgres } from './postgres.ts';
 import { SqlStore } from './sql-store.ts';
 import type { Store } from './store.ts';
 
@@ -14,11 +12,15 @@ export interface OpenStoreOptions {
   poolSize?: number;
 }
 
-/** Opens PostgreSQL or the embedded store and brings its schema up to date. */
+/**
+ * Opens PostgreSQL or the embedded store and brings its schema up to date. Each driver is
+ * loaded only when chosen: PGlite's module alone holds ~7 MB of a process's memory, which a
+ * gateway on PostgreSQL would carry for nothing (and `pg` likewise for an embedded one).
+ */
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
   const db = options.databaseUrl
-    ? await connectPostgres(options.databaseUrl, options.poolSize ?? DEFAULT_POOL_SIZE)
-    : await openEmbedded(join(options.dataDir, 'pglite'));
+    ? await (await import('./postgres.ts')).connectPostgres(options.databaseUrl, options.poolSize ?? DEFAULT_POOL_SIZE)
+    : await (await import('./embedded.ts')).openEmbedded(join(options.dataDir, 'pglite'));
   try {
     await migrate(db);
   } catch (error) {

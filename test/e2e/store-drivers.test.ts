@@ -1,0 +1,60 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { createTestDatabase, describeWithPostgres, type TestDatabase } from '../support/services.ts';
+
+/**
+ * Prints every package the process resolves to stderr, through Node's synchronous module hooks
+ * (`module.registerHooks`), before the gateway's own modules load.
+ */
+const REPORT_PACKAGES = `data:text/javascript,${encodeURIComponent(`
+import { registerHooks } from 'node:module';
+registerHooks({
+  resolve(specifier, context, next) {
+    if (/^[@a-z]/.test(specifier) && !specifier.startsWith('node:')) process.stderr.write('resolved package: ' + specifier + '\\n');
+    return next(specifier, context);
+  },
+});
+`)}`;
+
+function resolvedPackages(gateway: GatewayProcess): Set<string> {
+  return new Set([...gateway.output().matchAll(/^resolved package: (\S+)$/gm)].map((match) => match[1]!));
+}
+
+/**
+ * Only the chosen store's driver is loaded: PGlite's module alone holds ~7 MB of a process
+ * (README, "Memory"), which a gateway on PostgreSQL must not carry, nor one on PGlite `pg`.
+ */
+describe('the store driver a gateway loads', { timeout: 120_000 }, () => {
+  it('is PGlite alone for the embedded store', async () => {
+    const gateway = await startGateway({}, 'src/main.ts', ['--import', REPORT_PACKAGES]);
+    try {
+      const packages = resolvedPackages(gateway);
+      expect(packages).toContain('@electric-sql/pglite');
+      expect(packages).not.toContain('pg');
+    } finally {
+      await gateway.stop();
+    }
+  });
+
+  describeWithPostgres('on PostgreSQL', () => {
+    let database: TestDatabase;
+    beforeAll(async () => {
+      database = await createTestDatabase();
+    });
+    afterAll(async () => {
+      await database.drop();
+    });
+
+    it('is pg alone', async () => {
+      const gateway = await startGateway({ DATABASE_URL: database.url }, 'src/main.ts', ['--import', REPORT_PACKAGES]);
+      try {
+        const packages = resolvedPackages(gateway);
+        expect(packages).toContain('pg');
+        expect(packages).not.toContain('@electric-sql/pglite');
+        expect((await fetch(`${gateway.opsUrl}/readyz`)).status).toBe(200);
+      } finally {
+        await gateway.stop();
+      }
+    });
+  });
+});
