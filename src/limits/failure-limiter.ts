@@ -35,7 +35,10 @@ export class MemoryFailureLimiter implements FailureLimiter {
     this.#limit = options.limit;
     this.#windowMs = options.windowMs;
     this.#now = options.now ?? Date.now;
-    this.#windows = new LRUCache({ max: options.maxSubjects ?? 100_000 });
+    // Bounded by `maxSize` counting one per subject, not by `max`: with `max` lru-cache
+    // allocates its tables for every subject up front (~2.8 MB for 100,000), memory that each
+    // limiter, mostly idle, would hold from start.
+    this.#windows = new LRUCache({ maxSize: options.maxSubjects ?? 100_000, sizeCalculation: () => 1 });
   }
 
   blockedFor(subject: string): Promise<number> {

@@ -26,4 +26,14 @@ describe('failure limiter (frozen clock)', () => {
     await limiter.reset('a');
     expect(await limiter.blockedFor('a')).toBe(0);
   });
+
+  it('tracks at most maxSubjects, forgetting the least recently touched first', async () => {
+    const limiter = new MemoryFailureLimiter({ limit: 1, windowMs: 60_000, maxSubjects: 3 });
+    for (const subject of ['a', 'b', 'c']) await limiter.recordFailure(subject);
+    expect(await limiter.blockedFor('a')).toBeGreaterThan(0);
+    await limiter.recordFailure('d');
+    // 'a' was touched last by blockedFor, so 'b' is the one forgotten.
+    expect(await limiter.blockedFor('b')).toBe(0);
+    for (const subject of ['a', 'c', 'd']) expect(await limiter.blockedFor(subject)).toBeGreaterThan(0);
+  });
 });
