@@ -248,7 +248,8 @@ export class KeyVerifier {
 
   #admit(state: KeyState, now: number): ApiKeyPrincipal {
     if (state.revoked) throw new GatewayError('revoked_credential', 'The API key has been revoked');
-    if (state.expiresAtMs <= now) throw new GatewayError('expired_credential', 'The API key has expired');
+    const { expiresAt } = state.principal;
+    if (expiresAt !== null && expiresAt.getTime() <= now) throw new GatewayError('expired_credential', 'The API key has expired');
     this.#usage?.record(state.principal.keyId, now);
     return state.principal;
   }

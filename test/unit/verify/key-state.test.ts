@@ -18,9 +18,9 @@ const row = (fields: Partial<ApiKeyRow> = {}): ApiKeyRow => ({
 
 describe('key state', () => {
   it.each([
-    ['an active key without expiry', {}, { revoked: false, expiresAtMs: Infinity }],
-    ['a revoked key', { revokedAt: new Date(5) }, { revoked: true, expiresAtMs: Infinity }],
-    ['a key with an expiry', { expiresAt: new Date(1_000) }, { revoked: false, expiresAtMs: 1_000 }],
+    ['an active key without expiry', {}, { revoked: false, principal: expect.objectContaining({ expiresAt: null }) }],
+    ['a revoked key', { revokedAt: new Date(5) }, { revoked: true, principal: expect.objectContaining({ expiresAt: null }) }],
+    ['a key with an expiry', { expiresAt: new Date(1_000) }, { revoked: false, principal: expect.objectContaining({ expiresAt: new Date(1_000) }) }],
   ])('describes %s', (_what, fields, expected) => {
     expect(keyStateOf(row(fields), 42, new ScopeLists())).toMatchObject({ ...expected, freshUntil: 42 });
   });
