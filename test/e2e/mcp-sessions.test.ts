@@ -1,5 +1,5 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { rawRequest } from '../support/raw-http.ts';
 import { MCP_ACCEPT, PROTOCOL_VERSION, connectClient, openSession, postRpc, refusalOf, startMcpStack, toolCall, type McpStack } from '../support/mcp.ts';
 
@@ -31,7 +31,11 @@ describe.each(['json', 'sse'] as const)('MCP sessions bound to their key: %s res
     const { client, transport } = await connectClient(stack.mcpUrl, owner);
     clients.push(client);
     expect(transport.sessionId).toEqual(expect.any(String));
-    return { client, sessionId: transport.sessionId! };
+    const sessionId = transport.sessionId!;
+    // Once initialized, the SDK opens the session's stream (a GET) in the background: let it
+    // arrive, so that it is never taken for a request the test made later.
+    await vi.waitFor(() => expect(stack.platform.requests.some((request) => request.method === 'GET' && request.headers['mcp-session-id'] === sessionId)).toBe(true));
+    return { client, sessionId };
   }
 
   it('another key presenting the session id is refused with 403 session_mismatch, and nothing runs', async () => {
