@@ -35,8 +35,10 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 
 FROM ${NODE_IMAGE}
 # PORT (8080) and OPS_PORT (8081) keep their defaults; DATA_DIR moves to the volume.
+# MALLOC_ARENA_MAX as npm start sets it (README, "Memory"): glibc keeps a malloc arena per thread otherwise.
 ENV NODE_ENV=production \
-    DATA_DIR=/data
+    DATA_DIR=/data \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 # Application files stay owned by root, read-only to the `node` user that runs them.
 COPY --from=deps /app/node_modules ./node_modules

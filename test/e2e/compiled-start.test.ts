@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT, startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { npmStart, REPO_ROOT, startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
 
@@ -15,9 +15,9 @@ describe('the compiled gateway (npm start: npm run build, then node dist/main.js
   beforeAll(async () => {
     execFileSync('npm', ['run', '--silent', 'build'], { cwd: REPO_ROOT, stdio: 'pipe' });
     origin = await startOrigin();
-    // npm start's own node flags (the heap tuning), read from package.json.
-    const [, ...flags] = scripts['start']!.split(' ').slice(0, -1);
-    gateway = await startGateway({ UPSTREAM_URL: origin.url }, 'dist/main.js', flags);
+    // npm start's own environment and node flags (the memory tuning), read from package.json.
+    const { env, flags } = npmStart();
+    gateway = await startGateway({ ...env, UPSTREAM_URL: origin.url }, 'dist/main.js', flags);
   }, 120_000);
   afterAll(async () => {
     await gateway?.stop();
@@ -26,7 +26,8 @@ describe('the compiled gateway (npm start: npm run build, then node dist/main.js
 
   it('is what npm start runs', () => {
     expect(scripts['prestart']).toBe('npm run --silent build');
-    expect(scripts['start']).toMatch(/^node (--\S+ )*dist\/main\.js$/);
+    expect(scripts['start']).toMatch(/^([A-Z_]+=\S+ )*node (--\S+ )*dist\/main\.js$/);
+    expect(npmStart().script).toBe('dist/main.js');
   });
 
   it('logs in, creates a key and forwards a request it authorized, with the identity headers', async () => {

@@ -1,8 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { REPO_ROOT } from '../support/gateway-process.ts';
+import { npmStart } from '../support/gateway-process.ts';
 
 const MB = 1024 * 1024;
 
@@ -37,8 +35,7 @@ function largestYoungGeneration(flags: readonly string[]): number {
  * image pin it, so the gateway runs alike everywhere.
  */
 describe("npm start's node flags pin the young generation", () => {
-  const { scripts } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const [, ...flags] = scripts['start']!.split(' ').slice(0, -1);
+  const { flags } = npmStart();
 
   it('grows to two semi-spaces of 16 MB and no further', () => {
     expect(flags).toContain('--max-semi-space-size=16');

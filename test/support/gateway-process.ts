@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
@@ -10,6 +10,15 @@ export { freePort };
 export const REPO_ROOT = new URL('../..', import.meta.url).pathname;
 export const ADMIN_EMAIL = 'ops@example.test';
 export const ADMIN_PASSWORD = 'correct horse battery staple';
+
+/** `npm start` taken apart: `NAME=value … node <flags> <script>`. */
+export function npmStart(): { env: Record<string, string>; flags: string[]; script: string } {
+  const { scripts } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const words = scripts['start']!.split(' ');
+  const node = words.indexOf('node');
+  const env = Object.fromEntries(words.slice(0, node).map((word) => word.split('=') as [string, string]));
+  return { env, flags: words.slice(node + 1, -1), script: words.at(-1)! };
+}
 
 /** Cheap argon2 for tests that are not about argon2: the format and code path stay the same. */
 export const FAST_ARGON2 = { ARGON2_MEMORY_KIB: '1024', ARGON2_TIME_COST: '1' };

@@ -520,17 +520,22 @@ describe('deploy manifests', () => {
       expect(dockerfile).toContain(`|| ${DEFAULTS.OPS_PORT})`);
       expect(dockerfile).toMatch(/^USER node$/m);
       expect(dockerfile).toMatch(/npm ci --omit=dev/);
-      // The server starts as `npm start` starts it, from the compiled build.
+      // The server starts as `npm start` starts it, from the compiled build, with its environment.
       const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+      const [, startEnv = '', startCommand = ''] = /^((?:[A-Z_]+=\S+ )*)(.*)$/.exec(start) ?? [];
       const cmd = /^CMD (\[.*\])$/m.exec(dockerfile)?.[1];
       expect(cmd).toBeDefined();
-      expect((JSON.parse(cmd!) as string[]).join(' ')).toBe(start);
-      expect(start).toMatch(/^node (--\S+ )*dist\/main\.js$/);
+      expect((JSON.parse(cmd!) as string[]).join(' ')).toBe(startCommand);
+      expect(startCommand).toMatch(/^node (--\S+ )*dist\/main\.js$/);
       expect(dockerfile).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
-      const envNames = [...dockerfile.matchAll(/^ENV ([\s\S]*?)(?<!\\)$/gm)].flatMap((match) =>
-        [...(match[1] ?? '').matchAll(/([A-Z_]+)=/g)].map((name) => name[1] as string),
+      const envEntries = [...dockerfile.matchAll(/^ENV ([\s\S]*?)(?<!\\)$/gm)].flatMap((match) =>
+        [...(match[1] ?? '').matchAll(/([A-Z_]+)=(\S+)/g)].map((entry) => `${entry[1]}=${entry[2]}`),
       );
-      for (const name of envNames.filter((name) => name !== 'NODE_ENV')) expect(ENV_NAMES).toContain(name);
+      const runtimeEnv = startEnv.split(' ').filter(Boolean);
+      expect(runtimeEnv).toContain('MALLOC_ARENA_MAX=2');
+      for (const entry of runtimeEnv) expect(envEntries).toContain(entry);
+      const runtimeNames = new Set(['NODE_ENV', ...runtimeEnv.map((entry) => entry.split('=')[0])]);
+      for (const name of envEntries.map((entry) => entry.split('=')[0]!).filter((name) => !runtimeNames.has(name))) expect(ENV_NAMES).toContain(name);
     });
   });
 });
