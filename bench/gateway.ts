@@ -1,5 +1,4 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { npmStart } from './npm-start.ts';
 import { freePort, REPO_ROOT, spawnServer, type Spawned } from './processes.ts';
 
 export const ADMIN_EMAIL = 'bench@example.test';
@@ -22,30 +21,13 @@ export interface GatewayOptions {
   env?: Record<string, string>;
 }
 
-/** `npm start`'s command line, read from package.json: the benchmark runs the gateway as it is deployed. */
-function startCommand(): { env: Record<string, string>; flags: string[]; script: string } {
-  const { scripts } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
-  const words = scripts.start.trim().split(/\s+/);
-  const env: Record<string, string> = {};
-  // Leading `NAME=value` words set the process's environment, as sh reads them.
-  while (/^[A-Z_][A-Z0-9_]*=/.test(words[0] ?? '')) {
-    const [name, ...value] = words.shift()!.split('=');
-    env[name!] = value.join('=');
-  }
-  const [command, ...args] = words;
-  const script = args.pop();
-  if (command !== 'node' || script === undefined || args.some((arg) => !arg.startsWith('-'))) {
-    throw new Error(`npm start is not "[VAR=value …] node [flags] <script>": ${scripts.start}`);
-  }
-  return { env, flags: args, script };
-}
 
 /**
  * The gateway as `npm start` runs it (its node flags and entry point), a process of its own.
  * `BENCH_GATEWAY_NODE_FLAGS` adds node flags, to try a tuning before it becomes the default.
  */
 export async function startGateway(options: GatewayOptions): Promise<GatewayHandle> {
-  const start = startCommand();
+  const start = npmStart(REPO_ROOT);
   const port = await freePort();
   const opsPort = await freePort();
   const env: Record<string, string> = {

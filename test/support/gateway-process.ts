@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
+import { npmStart as readNpmStart, type NpmStart } from '../../bench/npm-start.ts';
 import { freePort } from './free-port.ts';
 
 export { freePort };
@@ -11,13 +12,9 @@ export const REPO_ROOT = new URL('../..', import.meta.url).pathname;
 export const ADMIN_EMAIL = 'ops@example.test';
 export const ADMIN_PASSWORD = 'correct horse battery staple';
 
-/** `npm start` taken apart: `NAME=value … node <flags> <script>`. */
-export function npmStart(): { env: Record<string, string>; flags: string[]; script: string } {
-  const { scripts } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const words = scripts['start']!.split(' ');
-  const node = words.indexOf('node');
-  const env = Object.fromEntries(words.slice(0, node).map((word) => word.split('=') as [string, string]));
-  return { env, flags: words.slice(node + 1, -1), script: words.at(-1)! };
+/** `npm start` taken apart (`NAME=value … node <flags> <script>`), as the benchmark reads it. */
+export function npmStart(): NpmStart {
+  return readNpmStart(REPO_ROOT);
 }
 
 /** Cheap argon2 for tests that are not about argon2: the format and code path stay the same. */

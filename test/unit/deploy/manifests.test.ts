@@ -7,6 +7,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, SECRET_VARIABLES, envSchema } from '../../../src/config/env.ts';
 import { Metrics } from '../../../src/ops/metrics.ts';
+import { npmStart } from '../../../bench/npm-start.ts';
 
 /*
  * Every manifest under deploy/ (and the Dockerfile) against the code: env names against the
@@ -521,8 +522,8 @@ describe('deploy manifests', () => {
       expect(dockerfile).toMatch(/^USER node$/m);
       expect(dockerfile).toMatch(/npm ci --omit=dev/);
       // The server starts as `npm start` starts it, from the compiled build, with its environment.
-      const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
-      const [, startEnv = '', startCommand = ''] = /^((?:[A-Z_]+=\S+ )*)(.*)$/.exec(start) ?? [];
+      const start = npmStart(ROOT);
+      const startCommand = ['node', ...start.flags, start.script].join(' ');
       const cmd = /^CMD (\[.*\])$/m.exec(dockerfile)?.[1];
       expect(cmd).toBeDefined();
       expect((JSON.parse(cmd!) as string[]).join(' ')).toBe(startCommand);
@@ -531,7 +532,7 @@ describe('deploy manifests', () => {
       const envEntries = [...dockerfile.matchAll(/^ENV ([\s\S]*?)(?<!\\)$/gm)].flatMap((match) =>
         [...(match[1] ?? '').matchAll(/([A-Z_]+)=(\S+)/g)].map((entry) => `${entry[1]}=${entry[2]}`),
       );
-      const runtimeEnv = startEnv.split(' ').filter(Boolean);
+      const runtimeEnv = Object.entries(start.env).map(([name, value]) => `${name}=${value}`);
       expect(runtimeEnv).toContain('MALLOC_ARENA_MAX=2');
       for (const entry of runtimeEnv) expect(envEntries).toContain(entry);
       const runtimeNames = new Set(['NODE_ENV', ...runtimeEnv.map((entry) => entry.split('=')[0])]);
