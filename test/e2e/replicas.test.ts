@@ -52,19 +52,29 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('three replicas o
   });
 
   it(`holds the licence cap under 50 parallel creates spread over the three replicas`, async () => {
-    const responses = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => createKey(replicas[i % 3]!.url, admin, { name: `parallel ${i}`, scopes: ['events:write'] })),
-    );
-    const statuses = responses.map((response) => response.status);
-    expect(statuses.filter((status) => status === 201)).toHaveLength(LICENCE);
-    expect(statuses.filter((status) => status === 402)).toHaveLength(50 - LICENCE);
-    // Created over every replica, not just one.
-    const winners = responses.flatMap((response, i) => (response.status === 201 ? [i % 3] : []));
-    expect(new Set(winners).size).toBeGreaterThan(1);
-    const listed = (await request(`${replicas[2]!.url}/api/v1/api-keys`, { token: admin })).body as Array<{ id: number; is_active: boolean }>;
-    expect(listed.filter((record) => record.is_active)).toHaveLength(LICENCE);
-    // Free the places again for the tests below.
-    for (const record of listed) expect((await revoke(replicas[0]!, record.id)).status).toBe(204);
+    // Which replica wins the places is up to the race: one replica can, now and then, take all
+    // of them. The cap must hold in every round; rounds go on until one's winners span replicas.
+    const winningReplicas = new Set<number>();
+    for (let round = 0; round < 5 && winningReplicas.size < 2; round++) {
+      winningReplicas.clear();
+      const responses = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => createKey(replicas[i % 3]!.url, admin, { name: `parallel ${round}.${i}`, scopes: ['events:write'] })),
+      );
+      const listed = (await request(`${replicas[2]!.url}/api/v1/api-keys`, { token: admin })).body as Array<{ id: number; is_active: boolean }>;
+      const active = listed.filter((record) => record.is_active);
+      // Free the places again, for the next round and the tests below, before anything is asserted.
+      const revoked = await Promise.all(active.map((record) => revoke(replicas[0]!, record.id)));
+      const statuses = responses.map((response) => response.status);
+      expect(statuses.filter((status) => status === 201)).toHaveLength(LICENCE);
+      expect(statuses.filter((status) => status === 402)).toHaveLength(50 - LICENCE);
+      expect(active).toHaveLength(LICENCE);
+      expect(revoked.map((response) => response.status)).toEqual(active.map(() => 204));
+      responses.forEach((response, i) => {
+        if (response.status === 201) winningReplicas.add(i % 3);
+      });
+    }
+    // Created over more than one replica, not just one.
+    expect(winningReplicas.size).toBeGreaterThan(1);
   });
 
   it('verifies a key with argon2id once: the other replicas find it in the shared tier', async () => {
