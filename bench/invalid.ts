@@ -28,6 +28,12 @@ export interface InvalidOptions {
   attackRate: number;
   seconds: number;
   /**
+   * Sent before each measured run by both streams, at their rates, and not measured: it opens
+   * their connections and warms up the code paths under study (a cold refusal path would show
+   * as the attack's cost).
+   */
+  warmupSeconds: number;
+  /**
    * The upstream's origin: the control run sends the same attack there instead, so the
    * gateway does none of its work, and shows what that much traffic costs the valid stream on
    * this machine whoever answers it.
@@ -39,7 +45,8 @@ export interface InvalidOptions {
  * `invalid-keys`: the valid key's latency at a steady rate, well below saturation so its p99
  * shows interference and not queueing, first alone, then while distinct wrong keys behind the
  * same real prefix arrive at `attackRate`, then (the control) while the same attack goes to the
- * upstream directly. Both streams are paced (open loop, bench/paced.ts).
+ * upstream directly. Both streams are paced (open loop, bench/paced.ts), and each run begins
+ * with `warmupSeconds` of both that are not measured.
  */
 export async function invalidKeys(gateway: GatewayHandle, options: InvalidOptions): Promise<NonNullable<Extras['invalid']>> {
   const validExchange: Exchange = {
@@ -50,12 +57,10 @@ export async function invalidKeys(gateway: GatewayHandle, options: InvalidOption
   };
   // Timed in a worker thread of its own: the benchmark's main thread holds every seeded key, and
   // its garbage collections would show up as the gateway's latency.
-  const validStream = (seconds: number) =>
-    pacedInWorker({ origin: gateway.url, exchanges: [validExchange], rate: options.validRate, seconds, connections: 16 });
-  const valid = () => validStream(options.seconds);
-  await validStream(1);
+  const valid = () =>
+    pacedInWorker({ origin: gateway.url, exchanges: [validExchange], rate: options.validRate, seconds: options.seconds, connections: 16, warmupSeconds: options.warmupSeconds });
   const baseline = latencies(await valid());
-  const wrongExchanges = wrongKeysFor(options.validKey, Math.ceil(options.attackRate * options.seconds)).map((key) => ({
+  const wrongExchanges = wrongKeysFor(options.validKey, Math.ceil(options.attackRate * (options.warmupSeconds + options.seconds))).map((key) => ({
     ...validExchange,
     headers: { ...validExchange.headers, authorization: `Bearer ${key}` },
   }));
@@ -67,6 +72,7 @@ export async function invalidKeys(gateway: GatewayHandle, options: InvalidOption
       rate: options.attackRate,
       seconds: options.seconds,
       connections: 8,
+      warmupSeconds: options.warmupSeconds,
     });
   const before = await argon2Verifies(gateway.opsUrl);
   const [measuredAnswers, hammer] = await Promise.all([valid(), attack(gateway.url)]);

@@ -13,8 +13,10 @@ export interface PacedWorkerData {
   rate: number;
   seconds: number;
   connections: number;
+  /** Sent first at the same pace, and not returned (bench/paced.ts). */
+  warmupSeconds?: number;
 }
 
 const data = workerData as PacedWorkerData;
-const answers = await paced(data.origin, (index) => data.exchanges[index % data.exchanges.length]!, data.rate, data.seconds, data.connections);
+const answers = await paced(data.origin, (index) => data.exchanges[index % data.exchanges.length]!, data.rate, data.seconds, data.connections, data.warmupSeconds);
 parentPort!.postMessage(answers);

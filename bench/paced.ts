@@ -8,11 +8,14 @@ import { sleep } from './processes.ts';
  * it, so a slow answer shows as latency instead of holding the sender back. (autocannon's
  * rate is a budget per second that each connection spends back to back, a burst at full
  * concurrency every second: its p99 measures that queue, not the interference under study.)
- * A connection error is an answer with status 0.
+ * A connection error is an answer with status 0. The first `warmupSeconds` are sent at the same
+ * pace but not returned: they open the connections and bring the client's and the server's
+ * code for this traffic up to speed.
  */
-export async function paced(origin: string, exchangeAt: (index: number) => Exchange, rate: number, seconds: number, connections: number): Promise<Answer[]> {
+export async function paced(origin: string, exchangeAt: (index: number) => Exchange, rate: number, seconds: number, connections: number, warmupSeconds = 0): Promise<Answer[]> {
   const client = new Client(origin, connections);
-  const total = Math.round(rate * seconds);
+  const warmup = Math.round(rate * warmupSeconds);
+  const total = warmup + Math.round(rate * seconds);
   const answers: Array<Promise<Answer>> = [];
   const start = performance.now();
   try {
@@ -22,7 +25,7 @@ export async function paced(origin: string, exchangeAt: (index: number) => Excha
       if (wait >= 1) await sleep(wait);
       answers.push(client.send(exchangeAt(index)).catch(() => ({ status: 0, code: 'connection error', ms: Number.NaN })));
     }
-    return await Promise.all(answers);
+    return (await Promise.all(answers)).slice(warmup);
   } finally {
     await client.close();
   }

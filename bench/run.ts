@@ -201,6 +201,7 @@ async function main(): Promise<void> {
         validRate: 500,
         attackRate: 1_000,
         seconds: options.quick ? 2 : 10,
+        warmupSeconds: 1,
         controlOrigin: originUrl,
       });
       log(`invalid-keys: valid p99 ${extras.invalid.p99.toFixed(2)} ms (alone ${extras.invalid.baselineP99.toFixed(2)} ms, ` +
