@@ -39,9 +39,11 @@ describe("npm start's node flags pin the young generation", () => {
 
   it('grows to two semi-spaces of 16 MB and no further', () => {
     expect(flags).toContain('--max-semi-space-size=16');
-    // Grown past what a 512 Mi container would get (1 MB a semi-space), capped at 2 × 16 MB.
+    // Grown past what a 512 Mi container would get (1 MB a semi-space), capped at 2 × 16 MB
+    // (unpinned it reaches 128 MB here). V8's figure at times runs a few pages past the two
+    // semi-spaces while they are swapped: 32.25 and 35 MB were seen, so the bound is 40 MB.
     const largest = largestYoungGeneration(flags);
     expect(largest).toBeGreaterThan(16 * MB);
-    expect(largest).toBeLessThanOrEqual(32 * MB);
+    expect(largest).toBeLessThanOrEqual(40 * MB);
   }, 60_000);
 });
