@@ -19,7 +19,7 @@ import { ForwardedRoutes } from './proxy/forwarded-routes.ts';
 import { handedOverRequestId } from './proxy/hand-over.ts';
 import { requestIdOf } from './http/request-id.ts';
 import { Upstream } from './proxy/upstream.ts';
-import { registerMcp } from './mcp/mcp-routes.ts';
+import { createMcpHandler, registerMcpRoutes } from './mcp/mcp-handler.ts';
 import { MemorySessionBindings, type SessionBindings } from './mcp/session-bindings.ts';
 import { RedisSessionBindings } from './mcp/redis-session-bindings.ts';
 import { assertSingleHeaders } from './proxy/raw-headers.ts';
@@ -212,14 +212,6 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   });
   app.addHook('onClose', () => upstream.close());
   const forward = registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize });
-  // The allow path of a cached credential skips fastify; fastify serves the rest, and every request on a secondary binding.
-  const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing, log: app.log });
-  app.server.removeAllListeners('request');
-  app.server.on('request', lane.listener);
-  app.addHook('preClose', (done) => {
-    lane.close();
-    done();
-  });
   // The MCP paths: messages decided before forwarding, sessions bound to their key (shared through Redis when set).
   const bindings: SessionBindings =
     redis === undefined
@@ -229,17 +221,28 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
           prefix: redis.prefix,
           onError: (error) => app.log.debug({ err: error }, 'MCP session binding kept in this replica only'),
         });
-  await registerMcp(app, {
+  const mcp = createMcpHandler({
     upstream,
     forwardAuthorization: env.FORWARD_AUTHORIZATION,
     bodyLimit: env.BODY_LIMIT,
     tables: config.tables,
     licence: config.licence,
     now,
-    // Observed once per request by registerMcp, after the messages are decided.
+    // Observed once per request by the handler, after the messages are decided.
     authorize: createAuthorizer(authorizerDeps),
     bindings,
+    log: app.log,
     observe: observeDecision,
+  });
+  registerMcpRoutes(app, mcp, config.tables);
+  // The allow path of a cached credential and every MCP request skip fastify; fastify serves the
+  // rest, and every request on a secondary binding.
+  const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing, log: app.log, mcp });
+  app.server.removeAllListeners('request');
+  app.server.on('request', lane.listener);
+  app.addHook('preClose', (done) => {
+    lane.close();
+    done();
   });
   return { app, hasher, sessions, keys, verifier, usage, metrics, redis };
 }

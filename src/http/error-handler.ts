@@ -52,6 +52,18 @@ function refusalLogFields(error: GatewayError): { code: ErrorCode; status: numbe
  */
 export function sendRefusal(response: ServerResponse, error: GatewayError, requestId: string, log: FastifyBaseLogger): void {
   log.info({ reqId: requestId, ...refusalLogFields(error) }, 'request refused');
+  writeProblem(response, error, requestId);
+}
+
+/** `errorHandler` for a bare `ServerResponse`: any error, answered and logged as fastify's error handler would. */
+export function sendError(response: ServerResponse, error: unknown, requestId: string, log: FastifyBaseLogger): void {
+  const gatewayError = toGatewayError(error as Error);
+  if (gatewayError.status >= 500) log.error({ reqId: requestId, err: error }, 'request failed');
+  else log.info({ reqId: requestId, ...refusalLogFields(gatewayError) }, 'request refused');
+  writeProblem(response, gatewayError, requestId);
+}
+
+function writeProblem(response: ServerResponse, error: GatewayError, requestId: string): void {
   const problem = problemFor(error, requestId);
   const body = JSON.stringify(problem.body);
   response.writeHead(problem.status, { 'x-request-id': requestId, ...problem.headers, 'content-length': Buffer.byteLength(body) });

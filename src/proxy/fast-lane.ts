@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import { sendRefusal } from '../http/error-handler.ts';
+import type { McpHandler } from '../mcp/mcp-handler.ts';
 import { GatewayError } from '../http/errors.ts';
 import { isLingering } from '../http/lingering-close.ts';
 import { requestIdOf } from '../http/request-id.ts';
@@ -22,6 +23,8 @@ export interface FastLaneOptions {
   fastify: (request: IncomingMessage, response: ServerResponse) => void;
   /** Fastify's logger: a refusal answered here logs the line fastify's error handler would. */
   log: FastifyBaseLogger;
+  /** The MCP paths' own handler: every request on them is served there, none by fastify's routes. */
+  mcp?: McpHandler;
 }
 
 const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS);
@@ -32,16 +35,22 @@ const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS);
  * cached credential synchronously (no promise, no I/O), so the allow path costs what a bare
  * `node:http` proxy costs plus the lookups; a first use once its store read and argon2id
  * verify are done. A refusal of the decision is answered here as fastify's error handler would
- * answer it (`sendRefusal`). Everything else goes to fastify as it would without the lane: the
- * gateway's own endpoints, MCP paths, malformed or oversized requests, and — handed over with
+ * answer it (`sendRefusal`). MCP paths are served by their own handler (`mcp`), in the same
+ * way. Everything else goes to fastify as it would without the lane: the
+ * gateway's own endpoints, malformed or oversized requests, and — handed over with
  * the request id, answered by the one error handler — failures (store down, upstream failures).
  */
 export function createFastLane(options: FastLaneOptions): { listener: (request: IncomingMessage, response: ServerResponse) => void; close: () => void } {
-  const { routes, authorize, forward, bodyLimit, fastify, log } = options;
+  const { routes, authorize, forward, bodyLimit, fastify, log, mcp } = options;
   let closing = false;
 
   function listener(request: IncomingMessage, response: ServerResponse): void {
-    const path = closing || !FORWARDED.has(request.method!) || isLingering(request.socket) ? undefined : forwardedPathOf(request);
+    const checked = closing || isLingering(request.socket) ? undefined : checkedPathOf(request);
+    if (checked !== undefined && mcp?.serves(checked) === true) {
+      mcp.serve(request, response, requestIdOf(request), checked, answerRefusal);
+      return;
+    }
+    const path = checked !== undefined && isForwarded(request, checked) ? checked : undefined;
     if (path === undefined) {
       fastify(request, response);
       return;
@@ -88,20 +97,26 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
   }
 
   /**
-   * The path of a request fastify's forwarding route would see and serve as it is; undefined
-   * for anything else, which keeps fastify's answer.
+   * The request target's path, once it and the headers are known to be read alike by every
+   * parser after us; undefined for anything else, which keeps fastify's answer.
    */
-  function forwardedPathOf(request: IncomingMessage): string | undefined {
-    const declared = request.headers['content-length'];
-    if (declared !== undefined && Number(declared) > bodyLimit) return undefined;
-    let path: string;
+  function checkedPathOf(request: IncomingMessage): string | undefined {
     try {
-      path = parseRequestTarget(request.url!).path;
+      const { path } = parseRequestTarget(request.url!);
       assertSingleHeaders(request.rawHeaders);
+      return path;
     } catch {
       return undefined;
     }
-    return routes.isForwarded(request.method!, path) ? path : undefined;
+  }
+
+  /** Whether fastify's forwarding route would see and serve the request as it is. */
+  function isForwarded(request: IncomingMessage, path: string): boolean {
+    const method = request.method!;
+    if (!FORWARDED.has(method)) return false;
+    const declared = request.headers['content-length'];
+    if (declared !== undefined && Number(declared) > bodyLimit) return false;
+    return routes.isForwarded(method, path);
   }
 
   return {

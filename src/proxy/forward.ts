@@ -3,11 +3,10 @@ import type { Duplex } from 'node:stream';
 import { Transform } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods, onRequestHookHandler } from 'fastify';
 import { GatewayError } from '../http/errors.ts';
-import type { Principal } from '../policy/principal.ts';
 import type { Authorization, Authorized } from './authorize.ts';
 import { takeHandOver } from './hand-over.ts';
 import type { Refuse, Upstream } from './upstream.ts';
-import { identityHeadersOf, upstreamHeaderRewriter, type ForwardContext } from './upstream-headers.ts';
+import { forwardContextOf, upstreamHeaderRewriter } from './upstream-headers.ts';
 
 export interface ForwardOptions {
   upstream: Upstream;
@@ -46,7 +45,7 @@ export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forw
   const { upstream, bodyLimit } = options;
   const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
   return function forward(request, response, requestId, { route, principal }, refuse, reply, head) {
-    // MCP paths are served by registerMcp, which inspects every message; one reaching the generic proxy would skip that.
+    // MCP paths are served by the MCP handler, which inspects every message; one reaching the generic proxy would skip that.
     if (route.mcp !== undefined) {
       refuse(new GatewayError('method_not_allowed_for_key', 'MCP requests are only served on their own paths'));
       return;
@@ -55,24 +54,12 @@ export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forw
       refuse(new GatewayError('bad_request', 'Only WebSocket upgrades are forwarded'));
       return;
     }
-    const headers = upstreamHeaders(request.headers, contextOf(request, principal, requestId));
+    const headers = upstreamHeaders(request.headers, forwardContextOf(request, principal, requestId));
     if (head !== undefined) {
       upstream.tunnel(reply!, { method: 'GET', path: request.url!, headers, body: null, route: route.name }, head, refuse);
       return;
     }
     upstream.relay(response, requestId, { method: request.method!, path: request.url!, headers, body: bodyOf(request, bodyLimit), route: route.name }, refuse, undefined, reply);
-  };
-}
-
-/** What the gateway tells the upstream besides the client's headers (fastify's `request.ip` and `protocol`, without trustProxy). */
-function contextOf(request: IncomingMessage, principal: Principal | null, requestId: string): ForwardContext {
-  const socket = request.socket;
-  return {
-    identity: identityHeadersOf(principal),
-    clientAddress: socket.remoteAddress ?? '',
-    protocol: (socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
-    host: request.headers.host,
-    requestId,
   };
 }
 

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Principal } from '../policy/principal.ts';
 
 /**
@@ -78,6 +78,18 @@ export interface ForwardContext {
   host: string | undefined;
   /** The request id the gateway logged this request under, passed on as `x-request-id`. */
   requestId: string;
+}
+
+/** What the gateway tells the upstream besides the client's headers (fastify's `request.ip` and `protocol`, without trustProxy). */
+export function forwardContextOf(request: IncomingMessage, principal: Principal | null, requestId: string): ForwardContext {
+  const socket = request.socket;
+  return {
+    identity: identityHeadersOf(principal),
+    clientAddress: socket.remoteAddress ?? '',
+    protocol: (socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
+    host: request.headers.host,
+    requestId,
+  };
 }
 
 export interface UpstreamHeaderOptions {

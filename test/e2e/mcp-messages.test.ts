@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { rawRequest } from '../support/raw-http.ts';
 import { MCP_ACCEPT, PROTOCOL_VERSION, openSession, postRpc, readRpc, startMcpStack, toolCall, type McpStack } from '../support/mcp.ts';
@@ -129,6 +130,25 @@ describe.each([
     expect(chunked.status).toBe(413);
     expect(JSON.parse(chunked.body)).toMatchObject({ error: { data: { code: 'payload_too_large' } } });
     expect(stack.platform.requests).toEqual([]);
+  });
+
+  it('a client that leaves mid-body is dropped: nothing forwarded, and the gateway serves on', async () => {
+    const { host, pathname, port } = new URL(stack.mcpUrl);
+    const body = JSON.stringify(toolCall('list_agents'));
+    const socket = connect(Number(port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(
+      [`POST ${pathname} HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${agents}`, 'Content-Type: application/json', `Accept: ${MCP_ACCEPT}`,
+        ...(sessionOfAgents === undefined ? [] : [`Mcp-Session-Id: ${sessionOfAgents}`]), `Content-Length: ${Buffer.byteLength(body) + 100}`, '', body].join('\r\n'),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(stack.platform.requests).toEqual([]);
+
+    const response = await asAgents(toolCall('list_agents'));
+    expect(response.status).toBe(200);
+    expect(executed()).toEqual(['list_agents']);
   });
 
   it('GET and DELETE need an MCP scope too, and carry no body', async () => {
