@@ -62,7 +62,7 @@ export function mcpRefusalResponse(refusal: McpRefusal, messages?: readonly unkn
     ...(refusal.allowedMethods === undefined ? {} : { allow: refusal.allowedMethods }),
   });
   const problem = problemFor(error);
-  const headers: Record<string, string> = { ...problem.headers, 'content-type': 'application/json' };
+  const headers: Record<string, string> = { ...problem.headers, 'content-type': 'application/json; charset=utf-8' };
   const errorObject = (detail: string): JsonRpcErrorObject => ({
     code: rpcCodeOf(refusal.code, problem.status),
     message: detail,

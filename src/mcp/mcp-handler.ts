@@ -10,6 +10,7 @@ import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';
 import { allowedTools } from '../policy/scopes.ts';
 import type { Authorization, Authorized, ObservedDecision } from '../proxy/authorize.ts';
+import { takeHandOver } from '../proxy/hand-over.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
 import type { Upstream, UpstreamResponse } from '../proxy/upstream.ts';
 import { forwardContextOf, isEndToEndResponseHeader, upstreamHeaderRewriter } from '../proxy/upstream-headers.ts';
@@ -201,6 +202,11 @@ export function createMcpHandler(options: McpOptions): McpHandler {
       tooLarge();
       return;
     }
+    if (request.destroyed) {
+      // The client left while its key was verified.
+      observeDecision(exchange, false, 'bad_request');
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
@@ -380,10 +386,18 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     send(exchange, mcpRefusalResponse(refusal, exchange.body?.messages, exchange.body?.batch));
   }
 
-  /** A refusal or failure before forwarding, raised as an error (an unreadable body, the bindings' store down). */
+  /**
+   * A refusal or failure before forwarding, raised as an error. A GatewayError (an unreadable
+   * body, two session ids, the bindings' store down) is a refusal like the others, answering
+   * the messages' ids when the body was parsed; anything else is a failure, logged.
+   */
   function failExchange(exchange: Exchange, error: unknown): void {
     if (exchange.response.headersSent) {
       exchange.response.destroy();
+      return;
+    }
+    if (error instanceof GatewayError) {
+      refuseExchange(exchange, { code: error.code, detail: error.message, scope: error.scope, allowedMethods: error.allow });
       return;
     }
     const gatewayError = toGatewayError(error as Error);
@@ -405,9 +419,12 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     send(exchange, mcpRequestRefusal(gatewayError));
   }
 
-  function send({ response, requestId }: Exchange, answer: McpRefusalResponse): void {
+  function send({ request, response, requestId }: Exchange, answer: McpRefusalResponse): void {
     if (response.destroyed) return;
     for (const name in answer.headers) response.setHeader(name, answer.headers[name]!);
+    // Refused before its body was read: Node would read all of it on a kept-alive connection, so
+    // the connection ends with the answer instead (lingering, so the answer still arrives).
+    if (!request.complete && hasBody(request)) response.setHeader('connection', 'close');
     response.setHeader('x-request-id', requestId);
     response.setHeader('content-length', Buffer.byteLength(answer.body));
     response.statusCode = answer.status;
@@ -431,9 +448,25 @@ export function registerMcpRoutes(app: FastifyInstance, handler: McpHandler, tab
       // A literal `:` would start a parameter in fastify's route syntax; `::` is the colon itself.
       url: path.replaceAll(':', '::'),
       exposeHeadRoute: false,
-      onRequest: (request, reply) => {
+      onRequest: (request, reply, done) => {
+        const handedOver = takeHandOver(request.raw);
+        if (handedOver !== undefined) {
+          // The listener decided (and counted) it already: only the answer is fastify's.
+          done(handedOver.error);
+          return;
+        }
         reply.hijack();
-        handler.serve(request.raw, reply.raw, request.id, path, refuse);
+        // Fastify's router decodes the path it matches (`/%6dcp` finds `/mcp`): the target as
+        // received must be exactly the MCP path, as the listener requires.
+        let target: string;
+        try {
+          target = parseRequestTarget(request.raw.url!).path;
+        } catch (error) {
+          refuse(request.raw, reply.raw, request.id, error);
+          return;
+        }
+        if (target !== path) refuse(request.raw, reply.raw, request.id, new GatewayError('not_found', 'No route matches this request'));
+        else handler.serve(request.raw, reply.raw, request.id, path, refuse);
       },
       handler: () => {
         throw new GatewayError('internal_error', 'The MCP request was not served');

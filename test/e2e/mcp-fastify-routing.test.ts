@@ -5,6 +5,7 @@ import { startPlatform, type Platform } from '../../examples/platform/platform.t
 import { build, type Gateway } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { openStore } from '../../src/store/open.ts';
+import { StoreUnavailableError } from '../../src/store/unavailable.ts';
 import type { Store } from '../../src/store/store.ts';
 import { FAST_ARGON2, REPO_ROOT, tempDataDir } from '../support/gateway-process.ts';
 import { connectClient, postRpc, toolCall } from '../support/mcp.ts';
@@ -23,12 +24,22 @@ describe('MCP requests that reach fastify\'s router directly (a second address o
   let gateway: Gateway;
   let server: Server;
   let mcpUrl: string;
+  /** The gateway's own listener (the request listener in front of fastify), for comparison. */
+  let listenerMcpUrl: string;
   let knowledgeKey: string;
+  /** Store reads by prefix (a first use), and whether they fail as an unreachable store's do. */
+  let prefixReads = 0;
+  let storeDown = false;
 
   beforeAll(async () => {
     platform = await startPlatform({ quiet: true, sseMode: 'json', stateful: true });
     const config = loadConfig({ CONFIG_DIR: `${REPO_ROOT}config`, LOG_LEVEL: 'silent', UPSTREAM_URL: platform.url, ...FAST_ARGON2 });
     store = await openStore({ dataDir: tempDataDir() });
+    const findApiKeyByPrefix = store.findApiKeyByPrefix.bind(store);
+    store.findApiKeyByPrefix = (prefix) => {
+      prefixReads++;
+      return storeDown ? Promise.reject(new StoreUnavailableError(new Error('connection refused'))) : findApiKeyByPrefix(prefix);
+    };
     gateway = await build(config, { store });
     await gateway.app.ready();
     ({ key: knowledgeKey } = await gateway.keys.createKey({ name: 'fastify routing', agentId: null, scopes: ['mcp:knowledge'], expiresAt: null }));
@@ -36,8 +47,13 @@ describe('MCP requests that reach fastify\'s router directly (a second address o
     server = createServer(gateway.app.routing);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     mcpUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+    await gateway.app.listen({ port: 0, host: '127.0.0.1' });
+    listenerMcpUrl = `http://127.0.0.1:${(gateway.app.server.address() as AddressInfo).port}/mcp`;
   });
-  afterEach(() => platform.reset());
+  afterEach(() => {
+    platform.reset();
+    storeDown = false;
+  });
   afterAll(async () => {
     server?.closeAllConnections();
     await new Promise((resolve) => server?.close(resolve));
@@ -74,6 +90,20 @@ describe('MCP requests that reach fastify\'s router directly (a second address o
     expect(response.status).toBe(401);
     expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(JSON.parse(response.text)).toMatchObject({ code: 'missing_credential' });
+    expect(platform.requests).toEqual([]);
+  });
+
+  it('a store failure on a first use is decided once (one store read) and answered 503 problem+json, on either path', async () => {
+    for (const url of [listenerMcpUrl, mcpUrl]) {
+      const { key } = await gateway.keys.createKey({ name: 'first use', agentId: null, scopes: ['mcp:knowledge'], expiresAt: null });
+      storeDown = true;
+      prefixReads = 0;
+      const response = await postRpc(url, toolCall('search_knowledge_base', { query: 'x' }), { key });
+      expect(response.status, url).toBe(503);
+      expect(response.headers.get('content-type'), url).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(response.text), url).toMatchObject({ code: 'store_unavailable' });
+      expect(prefixReads, url).toBe(1);
+    }
     expect(platform.requests).toEqual([]);
   });
 });

@@ -132,6 +132,46 @@ describe.each([
     expect(stack.platform.requests).toEqual([]);
   });
 
+  it('a disguised MCP path is refused as ambiguous, never forwarded (fastify\'s router would decode it)', async () => {
+    const { host } = new URL(stack.mcpUrl);
+    const port = Number(new URL(stack.mcpUrl).port);
+    const body = JSON.stringify(toolCall('list_agents'));
+    for (const target of ['/%6dcp', '/mcp?a#b']) {
+      const response = await rawRequest(
+        port,
+        [`POST ${target} HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${agents}`, 'Content-Type: application/json', `Accept: ${MCP_ACCEPT}`,
+          ...(sessionOfAgents === undefined ? [] : [`Mcp-Session-Id: ${sessionOfAgents}`]), `Content-Length: ${Buffer.byteLength(body)}`, 'Connection: close', '', body].join('\r\n'),
+      );
+      expect(response.status, target).toBe(400);
+      expect(JSON.parse(response.body), target).toMatchObject({ code: 'ambiguous_path' });
+    }
+    expect(stack.platform.requests).toEqual([]);
+  });
+
+  it('a body refused before it is read ends the connection: an endless chunked body is never drained', async () => {
+    const { host, pathname, port } = new URL(stack.mcpUrl);
+    for (const [method, type, status] of [['DELETE', 'application/json', 400], ['POST', 'text/plain', 415]] as const) {
+      const socket = connect(Number(port), '127.0.0.1');
+      await new Promise((resolve) => socket.once('connect', resolve));
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+      const ended = new Promise((resolve) => socket.once('close', resolve));
+      socket.write(
+        [`${method} ${pathname} HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${agents}`, `Content-Type: ${type}`, `Accept: ${MCP_ACCEPT}`,
+          'Transfer-Encoding: chunked', '', `400\r\n${'x'.repeat(1024)}\r\n`].join('\r\n'),
+      );
+      // More of the body keeps coming; the gateway answers and closes all the same.
+      const more = setInterval(() => socket.writable && socket.write(`400\r\n${'x'.repeat(1024)}\r\n`), 20);
+      const closed = await Promise.race([ended.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 5_000))]);
+      clearInterval(more);
+      socket.destroy();
+      expect(closed, method).toBe(true);
+      expect(received, method).toMatch(new RegExp(`^HTTP/1.1 ${status} `));
+      expect(received.toLowerCase(), method).toContain('connection: close');
+    }
+    expect(stack.platform.requests).toEqual([]);
+  });
+
   it('a client that leaves mid-body is dropped: nothing forwarded, and the gateway serves on', async () => {
     const { host, pathname, port } = new URL(stack.mcpUrl);
     const body = JSON.stringify(toolCall('list_agents'));

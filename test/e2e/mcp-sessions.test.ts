@@ -119,7 +119,8 @@ describe.each(['json', 'sse'] as const)('MCP sessions bound to their key: %s res
         `Mcp-Session-Id: ${foreign}\r\nMcp-Session-Id: ${sessionId}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
     expect(response.status).toBe(400);
-    expect(JSON.parse(response.body).error.data.code).toBe('duplicate_header');
+    // Refused after the body was read: the answer is the refused message's, with its id.
+    expect(JSON.parse(response.body)).toMatchObject({ id: 1, error: { data: { code: 'duplicate_header' } } });
     expect(stack.platform.requests).toEqual([]);
   });
 

@@ -11,7 +11,7 @@ describe('mcpRefusalResponse: a refused message as an MCP client sees it', () =>
       [call('place_outbound_call', 'req-7')],
     );
     expect(response.status).toBe(403);
-    expect(response.headers['content-type']).toBe('application/json');
+    expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(response.headers['www-authenticate']).toBe('Bearer realm="gatehouse", error="insufficient_scope", scope="mcp:calls"');
     expect(JSON.parse(response.body)).toEqual({
       jsonrpc: '2.0',

@@ -15,7 +15,7 @@ const NOT_FOUND: Routed = { url: 'not found', forwarded: false };
 /**
  * The gateway's route layout in small: own endpoints (with their 405 routes, as the gateway
  * registers them), a `/docs` + `/docs/*` pair registered for GET only, an MCP-like exact path
- * for every method inside an encapsulated plugin (as registerMcp does), and the generic
+ * for every method, here inside an encapsulated plugin (registerMcpRoutes registers each MCP path so), and the generic
  * forwarding routes `/` and `/*` (as registerForwarding does). Every handler and the 404
  * handler say which route fastify picked, so each case can compare `isForwarded` with
  * fastify's own routing.
