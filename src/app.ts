@@ -234,7 +234,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     log: app.log,
     observe: observeDecision,
   });
-  registerMcpRoutes(app, mcp, config.tables);
+  registerMcpRoutes(app, mcp);
   // The allow path of a cached credential and every MCP request skip fastify; fastify serves the
   // rest, and every request on a secondary binding.
   const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing, log: app.log, mcp });

@@ -36,30 +36,24 @@ export function sendProblem(reply: FastifyReply, error: GatewayError, request: F
 
 export function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const gatewayError = toGatewayError(error);
-  if (gatewayError.status >= 500) request.log.error({ err: error }, 'request failed');
-  else request.log.info(refusalLogFields(gatewayError), 'request refused');
+  logAnswer(request.log, gatewayError, error, {});
   return sendProblem(reply, gatewayError, request);
 }
 
-function refusalLogFields(error: GatewayError): { code: ErrorCode; status: number } {
-  return { code: error.code, status: error.status };
+/** One line per answered error: a failure (5xx) with its cause, a refusal with its code. */
+function logAnswer(log: FastifyBaseLogger, gatewayError: GatewayError, error: unknown, fields: { reqId?: string }): void {
+  if (gatewayError.status >= 500) log.error({ ...fields, err: error }, 'request failed');
+  else log.info({ ...fields, code: gatewayError.code, status: gatewayError.status }, 'request refused');
 }
 
 /**
- * A client's mistake or a refusal (4xx) answered on a bare `ServerResponse`, for a request
- * fastify never saw (the fast lane): the same problem+json, headers and log line as
- * `errorHandler`, whose request logger adds `reqId` as this one does.
+ * `errorHandler` for a bare `ServerResponse`, for a request fastify's error handler never sees
+ * (the fast lane's refusals, the MCP handler's credential refusals): the same problem+json,
+ * headers and log line, `reqId` added as fastify's request logger adds it.
  */
-export function sendRefusal(response: ServerResponse, error: GatewayError, requestId: string, log: FastifyBaseLogger): void {
-  log.info({ reqId: requestId, ...refusalLogFields(error) }, 'request refused');
-  writeProblem(response, error, requestId);
-}
-
-/** `errorHandler` for a bare `ServerResponse`: any error, answered and logged as fastify's error handler would. */
 export function sendError(response: ServerResponse, error: unknown, requestId: string, log: FastifyBaseLogger): void {
   const gatewayError = toGatewayError(error as Error);
-  if (gatewayError.status >= 500) log.error({ reqId: requestId, err: error }, 'request failed');
-  else log.info({ reqId: requestId, ...refusalLogFields(gatewayError) }, 'request refused');
+  logAnswer(log, gatewayError, error, { reqId: requestId });
   writeProblem(response, gatewayError, requestId);
 }
 

@@ -2,14 +2,13 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { pipeline, type Readable } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { McpTransport, Tables } from '../config/tables.ts';
-import { extractBearer } from '../credentials/bearer.ts';
 import { sendError, toGatewayError } from '../http/error-handler.ts';
 import { GatewayError } from '../http/errors.ts';
 import { decide, type Licence } from '../policy/decide.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';
 import { allowedTools } from '../policy/scopes.ts';
-import type { Authorization, Authorized, ObservedDecision } from '../proxy/authorize.ts';
+import { presentedCredentialKind, type Authorization, type Authorized, type ObservedDecision } from '../proxy/authorize.ts';
 import { takeHandOver } from '../proxy/hand-over.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
 import type { Upstream, UpstreamResponse } from '../proxy/upstream.ts';
@@ -51,6 +50,8 @@ export interface McpOptions {
 export type CredentialRefusal = (request: IncomingMessage, response: ServerResponse, requestId: string, error: unknown) => void;
 
 export interface McpHandler {
+  /** The MCP paths of the route table. */
+  readonly paths: ReadonlySet<string>;
   /** Whether `path` (the request target's path, checked) is an MCP path. */
   serves(path: string): boolean;
   serve(request: IncomingMessage, response: ServerResponse, requestId: string, path: string, refuse: CredentialRefusal): void;
@@ -106,17 +107,10 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     const { transport, routeName } = paths.get(path)!;
     const started = performance.now();
     const refuseCredential = (error: unknown) => {
-      let credential: ObservedDecision['credential'] = 'none';
-      try {
-        const bearer = extractBearer(request.headers.authorization).kind;
-        credential = bearer === 'api_key' ? 'api_key' : bearer === 'jwt' ? 'admin' : 'none';
-      } catch {
-        // A malformed Authorization header is counted as none.
-      }
       options.observe?.({
         allowed: false,
         code: error instanceof GatewayError ? error.code : 'internal_error',
-        credential,
+        credential: presentedCredentialKind(request),
         route: routeName,
         seconds: (performance.now() - started) / 1000,
       });
@@ -392,21 +386,15 @@ export function createMcpHandler(options: McpOptions): McpHandler {
    * the messages' ids when the body was parsed; anything else is a failure, logged.
    */
   function failExchange(exchange: Exchange, error: unknown): void {
-    if (exchange.response.headersSent) {
-      exchange.response.destroy();
-      return;
-    }
     if (error instanceof GatewayError) {
       refuseExchange(exchange, { code: error.code, detail: error.message, scope: error.scope, allowedMethods: error.allow });
       return;
     }
-    const gatewayError = toGatewayError(error as Error);
-    if (gatewayError.status >= 500) log.error({ reqId: exchange.requestId, err: error }, 'MCP request failed');
-    observeDecision(exchange, false, gatewayError.code);
-    send(exchange, mcpRequestRefusal(gatewayError));
+    observeDecision(exchange, false, toGatewayError(error as Error).code);
+    failReply(exchange, error);
   }
 
-  /** A failure after forwarding began: the upstream's headers are dropped, the JSON-RPC error is sent instead. */
+  /** A failure (after forwarding began, or before it and not a refusal): any headers set are dropped, the JSON-RPC error is sent instead. */
   function failReply(exchange: Exchange, error: unknown): void {
     const { response } = exchange;
     if (response.headersSent) {
@@ -421,6 +409,10 @@ export function createMcpHandler(options: McpOptions): McpHandler {
 
   function send({ request, response, requestId }: Exchange, answer: McpRefusalResponse): void {
     if (response.destroyed) return;
+    if (response.headersSent) {
+      response.destroy();
+      return;
+    }
     for (const name in answer.headers) response.setHeader(name, answer.headers[name]!);
     // Refused before its body was read: Node would read all of it on a kept-alive connection, so
     // the connection ends with the answer instead (lingering, so the answer still arrives).
@@ -431,7 +423,7 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     response.end(answer.body);
   }
 
-  return { serves: (path) => paths.has(path), serve };
+  return { paths: new Set(paths.keys()), serves: (path) => paths.has(path), serve };
 }
 
 /**
@@ -440,9 +432,9 @@ export function createMcpHandler(options: McpOptions): McpHandler {
  * server per address, each routing straight to fastify). Fastify's own checks have run (the
  * request id, one of each header, 503 while closing); the handler answers the rest itself.
  */
-export function registerMcpRoutes(app: FastifyInstance, handler: McpHandler, tables: Tables): void {
+export function registerMcpRoutes(app: FastifyInstance, handler: McpHandler): void {
   const refuse: CredentialRefusal = (_request, response, requestId, error) => sendError(response, error, requestId, app.log);
-  for (const path of mcpPathsOf(tables).keys()) {
+  for (const path of handler.paths) {
     app.route({
       method: app.supportedMethods,
       // A literal `:` would start a parameter in fastify's route syntax; `::` is the colon itself.

@@ -77,14 +77,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
 
   function observeRefusal(request: IncomingMessage, checkedPath: string | undefined, error: unknown, started: number): void {
     const code = error instanceof GatewayError ? error.code : 'internal_error';
-    let credential: ObservedDecision['credential'] = 'none';
-    try {
-      const bearer = extractBearer(request.headers.authorization).kind;
-      credential = bearer === 'api_key' ? 'api_key' : bearer === 'jwt' ? 'admin' : 'none';
-    } catch {
-      // A malformed Authorization header is counted as none.
-    }
-    observe!({ allowed: false, code, credential, route: routeNameOf(request, checkedPath), seconds: (performance.now() - started) / 1000 });
+    observe!({ allowed: false, code, credential: presentedCredentialKind(request), route: routeNameOf(request, checkedPath), seconds: (performance.now() - started) / 1000 });
   }
 
   function routeNameOf(request: IncomingMessage, checkedPath: string | undefined): string | undefined {
@@ -137,6 +130,17 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
         if (expected !== 'admin') throw new GatewayError('wrong_credential_type', 'This route needs an API key, not an admin session token');
         return sessions.verifyCached(credential.token) ?? sessions.verify(credential.token);
     }
+  }
+}
+
+/** The kind of credential a refused request presented, by its shape, for the decision metrics. */
+export function presentedCredentialKind(request: IncomingMessage): ObservedDecision['credential'] {
+  try {
+    const bearer = extractBearer(request.headers.authorization).kind;
+    return bearer === 'api_key' ? 'api_key' : bearer === 'jwt' ? 'admin' : 'none';
+  } catch {
+    // A malformed Authorization header is counted as none.
+    return 'none';
   }
 }
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import { sendRefusal } from '../http/error-handler.ts';
+import { sendError } from '../http/error-handler.ts';
 import type { McpHandler } from '../mcp/mcp-handler.ts';
 import { GatewayError } from '../http/errors.ts';
 import { isLingering } from '../http/lingering-close.ts';
@@ -35,7 +35,7 @@ const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_METHODS);
  * cached credential synchronously (no promise, no I/O), so the allow path costs what a bare
  * `node:http` proxy costs plus the lookups; a first use once its store read and argon2id
  * verify are done. A refusal of the decision is answered here as fastify's error handler would
- * answer it (`sendRefusal`). MCP paths are served by their own handler (`mcp`), in the same
+ * answer it (`sendError`). MCP paths are served by their own handler (`mcp`), in the same
  * way. Everything else goes to fastify as it would without the lane: the
  * gateway's own endpoints, malformed or oversized requests, and — handed over with
  * the request id, answered by the one error handler — failures (store down, upstream failures).
@@ -89,7 +89,7 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
    */
   function answerRefusal(request: IncomingMessage, response: ServerResponse, requestId: string, error: unknown): void {
     if (error instanceof GatewayError && error.status < 500) {
-      sendRefusal(response, error, requestId, log);
+      sendError(response, error, requestId, log);
       return;
     }
     handOver(request, { requestId, error: error as Error });

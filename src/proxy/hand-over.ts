@@ -5,7 +5,7 @@ import type { IncomingMessage } from 'node:http';
  * chose, and why the request cannot be served (a failure that is not a refusal: the store
  * down, a bug, an upstream that failed before answering). Fastify's forwarding route answers
  * it instead of deciding again, so every decision is made and counted once. (The lane answers
- * the decision's own refusals itself, as fastify's error handler would: `sendRefusal`.)
+ * the decision's own refusals itself, as fastify's error handler would: `sendError`.)
  */
 export interface HandOver {
   requestId: string;
