@@ -35,10 +35,12 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 
 FROM ${NODE_IMAGE}
 # PORT (8080) and OPS_PORT (8081) keep their defaults; DATA_DIR moves to the volume.
-# MALLOC_ARENA_MAX as npm start sets it (README, "Memory"): glibc keeps a malloc arena per thread otherwise.
+# MALLOC_ARENA_MAX and MALLOC_MMAP_THRESHOLD_ as npm start sets them (README, "Memory"): glibc
+# keeps a malloc arena per thread otherwise, and what V8's compiler threads freed.
 ENV NODE_ENV=production \
     DATA_DIR=/data \
-    MALLOC_ARENA_MAX=2
+    MALLOC_ARENA_MAX=2 \
+    MALLOC_MMAP_THRESHOLD_=16384
 WORKDIR /app
 # Application files stay owned by root, read-only to the `node` user that runs them.
 COPY --from=deps /app/node_modules ./node_modules

@@ -534,6 +534,7 @@ describe('deploy manifests', () => {
       );
       const runtimeEnv = Object.entries(start.env).map(([name, value]) => `${name}=${value}`);
       expect(runtimeEnv).toContain('MALLOC_ARENA_MAX=2');
+      expect(runtimeEnv).toContain('MALLOC_MMAP_THRESHOLD_=16384');
       for (const entry of runtimeEnv) expect(envEntries).toContain(entry);
       const runtimeNames = new Set(['NODE_ENV', ...runtimeEnv.map((entry) => entry.split('=')[0])]);
       for (const name of envEntries.map((entry) => entry.split('=')[0]!).filter((name) => !runtimeNames.has(name))) expect(ENV_NAMES).toContain(name);
