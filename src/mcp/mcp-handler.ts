@@ -8,7 +8,7 @@ import { decide, type Licence } from '../policy/decide.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';
 import { allowedTools } from '../policy/scopes.ts';
-import { presentedCredentialKind, type Authorization, type Authorized, type ObservedDecision } from '../proxy/authorize.ts';
+import { noRouteMatches, presentedCredentialKind, type Authorization, type Authorized, type ObservedDecision } from '../proxy/authorize.ts';
 import { takeHandOver } from '../proxy/hand-over.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
 import type { Upstream, UpstreamResponse } from '../proxy/upstream.ts';
@@ -457,7 +457,7 @@ export function registerMcpRoutes(app: FastifyInstance, handler: McpHandler): vo
           refuse(request.raw, reply.raw, request.id, error);
           return;
         }
-        if (target !== path) refuse(request.raw, reply.raw, request.id, new GatewayError('not_found', 'No route matches this request'));
+        if (target !== path) refuse(request.raw, reply.raw, request.id, noRouteMatches());
         else handler.serve(request.raw, reply.raw, request.id, path, refuse);
       },
       handler: () => {

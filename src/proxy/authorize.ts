@@ -92,7 +92,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
   function decideRequest(request: IncomingMessage, checkedPath?: string): Authorization {
     const path = checkedPath ?? parseRequestTarget(request.url ?? '').path;
     const match = routes.match(request.method ?? 'GET', path);
-    if (!match) throw new GatewayError('not_found', 'No route matches this request');
+    if (!match) throw noRouteMatches();
     if (match.error === 'bad_param') {
       throw new GatewayError('validation_failed', `The path parameter ${match.param} must be a positive decimal integer without sign or leading zeros`, {
         errors: [{ field: match.param, message: 'must be a positive decimal integer without sign or leading zeros' }],
@@ -131,6 +131,11 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
         return sessions.verifyCached(credential.token) ?? sessions.verify(credential.token);
     }
   }
+}
+
+/** The refusal of a request target that no route of the table matches. */
+export function noRouteMatches(): GatewayError {
+  return new GatewayError('not_found', 'No route matches this request');
 }
 
 /** The kind of credential a refused request presented, by its shape, for the decision metrics. */
