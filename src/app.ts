@@ -19,6 +19,7 @@ import { ForwardedRoutes } from './proxy/forwarded-routes.ts';
 import { handedOverRequestId } from './proxy/hand-over.ts';
 import { requestIdOf } from './http/request-id.ts';
 import { Upstream } from './proxy/upstream.ts';
+import { OpenStreams } from './proxy/open-streams.ts';
 import { createMcpHandler, registerMcpRoutes } from './mcp/mcp-handler.ts';
 import { MemorySessionBindings, type SessionBindings } from './mcp/session-bindings.ts';
 import { RedisSessionBindings } from './mcp/redis-session-bindings.ts';
@@ -27,9 +28,12 @@ import type { Store } from './store/store.ts';
 import { createKeyStateListener } from './redis/key-state-listener.ts';
 import { RedisTier } from './redis/redis-tier.ts';
 import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, EMBEDDED_USAGE_FLUSH_INTERVAL_MS, UsageRecorder } from './keys/usage-recorder.ts';
-import { KeyVerifier, KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS } from './verify/key-verifier.ts';
+import { KeyVerifier, KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS, KEY_PREFIX_PROBE_INTERVAL_MS } from './verify/key-verifier.ts';
+import { RedisProbeGate } from './redis/probe-gate.ts';
+import { exportArgon2Stats } from './ops/argon2-metrics.ts';
 import { clientErrorHandler } from './http/client-error.ts';
 import { installLingeringClose, isLingering } from './http/lingering-close.ts';
+import { publicServer } from './http/public-server.ts';
 import { exportVerifierStats } from './ops/verifier-metrics.ts';
 import { AuditTrail } from './audit/audit-trail.ts';
 import { registerAuditRoutes } from './http/audit-routes.ts';
@@ -63,7 +67,19 @@ const LINGER_MS = 2_000;
 export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const { env } = config;
   const now = deps.now ?? (() => new Date());
+  // Built before the metrics exist, so a dropped connection is counted through this late-bound hook.
+  let connectionDropped = () => {};
+  const server = publicServer(
+    {
+      headersTimeoutMs: env.HEADERS_TIMEOUT,
+      requestTimeoutMs: env.REQUEST_TIMEOUT,
+      keepAliveTimeoutMs: env.KEEP_ALIVE_TIMEOUT,
+      maxConnections: env.MAX_CONNECTIONS,
+    },
+    { dropped: () => connectionDropped() },
+  );
   const app = Fastify({
+    serverFactory: server.factory,
     logger: deps.logger ?? {
       level: env.LOG_LEVEL,
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
@@ -125,8 +141,13 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     limiter:
       redis?.limiter('login', LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS) ??
       new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
+    onError: (error) => app.log.warn({ err: error }, 'admin password hash upgrade or login decoy refresh failed; retried later'),
   });
   const metrics = new Metrics({ routes: config.tables.routes.map((route) => route.name) });
+  connectionDropped = () => metrics.connectionDropped();
+  metrics.setOpenConnections(
+    () => new Promise((resolve, reject) => app.server.getConnections((error, count) => (error ? reject(error) : resolve(count)))),
+  );
   metrics.setKeyCounter(() => deps.store.countKeysByStatus(now()));
   const usage = new UsageRecorder({
     store: deps.store,
@@ -141,22 +162,38 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     stateTtlMs: env.KEY_CACHE_TTL,
     now: () => now().getTime(),
     limiter: redis?.limiter('key_prefix', KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS),
+    probe:
+      redis === undefined
+        ? undefined
+        : new RedisProbeGate({ redis: redis.commands, name: 'key_prefix', intervalMs: KEY_PREFIX_PROBE_INTERVAL_MS, prefix: redis.prefix }),
     shared: redis?.identity,
   });
+  // Streams and tunnels by credential: a key's end (the eviction below, on every replica before
+  // it acknowledges the barrier) cuts them before the answer that ended it leaves.
+  const streams = new OpenStreams({ maxPerCredential: env.MAX_STREAMS_PER_KEY, now });
+  const evict = (keyId: number) => {
+    verifier.evict(keyId);
+    streams.closeKey(keyId);
+  };
   // Degraded (state read from the store on every request) until subscribed to the revocation channel.
   const revocations = redis?.startRevocations({
-    evict: (keyId) => verifier.evict(keyId),
-    setDegraded: (degraded) => verifier.setDegraded(degraded),
+    evict,
+    setDegraded: (degraded) => {
+      verifier.setDegraded(degraded);
+      // Evictions may be missed from now on: streams authorized on the trusted cache are cut and re-checked on reconnect.
+      if (degraded) streams.closeApiKeyStreams();
+    },
   });
   redis?.onStatus((up) => metrics.setDependencyUp('redis', up));
   const listener: KeyStateListener = createKeyStateListener({
-    evict: (keyId) => verifier.evict(keyId),
+    evict,
     bus: revocations,
     observe: (barrier) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed),
   });
   const keys = new KeyService({ store: deps.store, hasher, licenceLimit: config.licence.apiKeys, listener, now });
 
   exportVerifierStats(metrics, () => verifier.stats());
+  exportArgon2Stats(metrics, () => hasher.stats());
   const audit = new AuditTrail({
     store: deps.store,
     now,
@@ -204,14 +241,16 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const observeDecision: AuthorizerDeps['observe'] = ({ allowed, code, credential, route, seconds }) =>
     metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds);
   const authorize = createAuthorizer({ ...authorizerDeps, observe: observeDecision });
-  // One pool of upstream connections for the whole gateway: generic forwarding, WebSockets and MCP.
+  // The way upstream for the whole gateway (generic forwarding, WebSockets, MCP): ordinary requests and streams on pools of their own.
   const upstream = new Upstream({
     url: env.UPSTREAM_URL,
     timeoutMs: env.UPSTREAM_TIMEOUT,
+    // Every stream holds a client connection, so streams never need more upstream connections than that.
+    streamConnections: env.MAX_CONNECTIONS,
     observed: (route, status, seconds) => metrics.upstream(route, status, seconds),
   });
   app.addHook('onClose', () => upstream.close());
-  const forward = registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize });
+  const forward = registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize, streams });
   // The MCP paths: messages decided before forwarding, sessions bound to their key (shared through Redis when set).
   const bindings: SessionBindings =
     redis === undefined
@@ -225,6 +264,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     upstream,
     forwardAuthorization: env.FORWARD_AUTHORIZATION,
     bodyLimit: env.BODY_LIMIT,
+    maxBatch: env.MCP_MAX_BATCH,
     tables: config.tables,
     licence: config.licence,
     now,
@@ -232,14 +272,14 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     authorize: createAuthorizer(authorizerDeps),
     bindings,
     log: app.log,
+    streams,
     observe: observeDecision,
   });
   registerMcpRoutes(app, mcp);
   // The allow path of a cached credential and every MCP request skip fastify; fastify serves the
   // rest, and every request on a secondary binding.
   const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing, log: app.log, mcp });
-  app.server.removeAllListeners('request');
-  app.server.on('request', lane.listener);
+  server.route(lane.listener);
   app.addHook('preClose', (done) => {
     lane.close();
     done();

@@ -2,6 +2,7 @@ import { build } from './app.ts';
 import { ensureAdmin } from './admin/bootstrap.ts';
 import { ConfigError, loadConfig } from './config/load.ts';
 import { buildOpsServer, type OpsState } from './ops/ops-server.ts';
+import { openFilesLimit, openFilesWarning } from './ops/open-files-limit.ts';
 import { openStore } from './store/open.ts';
 import type { Store } from './store/store.ts';
 import { guardStore } from './store/unavailable.ts';
@@ -30,6 +31,8 @@ export async function serve(environment: Record<string, string | undefined> = pr
     announce: (lines) => process.stdout.write(lines.join('\n') + '\n'),
   });
 
+  const descriptors = openFilesWarning(env.MAX_CONNECTIONS, openFilesLimit());
+  if (descriptors !== undefined) app.log.warn(descriptors);
   gateway.metrics.setDependencyUp('store', true);
   const state: OpsState = { draining: false };
   const ops = buildOpsServer({ store, state, metrics: gateway.metrics, redis: gateway.redis });

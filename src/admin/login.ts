@@ -1,48 +1,157 @@
-import type { Argon2Hasher } from '../crypto/argon2.ts';
+import { randomBytes } from 'node:crypto';
+import { ARGON2_BUSY, type Argon2Busy, type Argon2Hasher } from '../crypto/argon2.ts';
+import { needsRehash, sameArgon2Params, type Argon2Params } from '../crypto/argon2-params.ts';
 import { GatewayError } from '../http/errors.ts';
 import type { FailureLimiter } from '../limits/failure-limiter.ts';
-import type { Store } from '../store/store.ts';
+import type { AdminRow, Store } from '../store/store.ts';
+import { decoyParams } from './decoy.ts';
 import type { IssuedSession, SessionTokens } from './sessions.ts';
 
 export const LOGIN_FAILURE_LIMIT = 10;
 export const LOGIN_FAILURE_WINDOW_MS = 15 * 60 * 1000;
+/**
+ * How long the decoy's parameters are trusted before the admin hashes are read again: another
+ * replica may have upgraded admins meanwhile. The re-read runs behind the login that noticed.
+ */
+export const DECOY_REFRESH_MS = 10 * 60 * 1000;
 
 export type LoginOutcome = { ok: true; adminId: number; session: IssuedSession } | { ok: false; adminId: number | null };
+
+export interface LoginServiceDeps {
+  store: Pick<Store, 'findAdminByEmail' | 'listAdmins' | 'replaceAdminPasswordHash'>;
+  hasher: Pick<Argon2Hasher, 'verifyLogin' | 'hashLogin' | 'params'>;
+  sessions: Pick<SessionTokens, 'issue'>;
+  limiter: FailureLimiter;
+  /** Told of a failed hash upgrade or decoy refresh; the login itself is unaffected. */
+  onError?: (error: unknown) => void;
+  now?: () => number;
+}
+
+interface Decoy {
+  hash: string;
+  params: Argon2Params;
+  madeAt: number;
+}
 
 /**
  * Admin login. A wrong email and a wrong password cost the same argon2id verify and get
  * the same refusal, so neither the answer nor its timing tells which one was wrong.
+ *
+ * Throttling reserves the attempt before any work: each attempt counts as a failure for its
+ * email and its client address first, and is given back only if it succeeds or is never
+ * checked. A burst cannot all pass a check made before any of them failed, so at most
+ * LOGIN_FAILURE_LIMIT failed logins per email and per address are ever argon2-verified in a window.
  */
 export class LoginService {
-  readonly #store: Store;
-  readonly #hasher: Argon2Hasher;
-  readonly #sessions: SessionTokens;
+  readonly #store: LoginServiceDeps['store'];
+  readonly #hasher: LoginServiceDeps['hasher'];
+  readonly #sessions: LoginServiceDeps['sessions'];
   readonly #limiter: FailureLimiter;
-  readonly #decoyHash: Promise<string>;
+  readonly #onError: (error: unknown) => void;
+  readonly #now: () => number;
+  /** Random per process: the decoy is never meant to match anything. */
+  readonly #decoySecret = randomBytes(32).toString('base64url');
+  #decoy: Decoy | undefined;
+  #makingDecoy: Promise<Decoy | undefined> | undefined;
 
-  constructor(deps: { store: Store; hasher: Argon2Hasher; sessions: SessionTokens; limiter: FailureLimiter }) {
+  constructor(deps: LoginServiceDeps) {
     this.#store = deps.store;
     this.#hasher = deps.hasher;
     this.#sessions = deps.sessions;
     this.#limiter = deps.limiter;
-    this.#decoyHash = deps.hasher.hash('decoy password for unknown emails');
+    this.#onError = deps.onError ?? (() => {});
+    this.#now = deps.now ?? Date.now;
+    // Made ahead, so the first unknown email does not pay for it (and so look slower than a real one).
+    void this.#remakeDecoy();
   }
 
   /** Throws 429 `rate_limited` when the email or the address is throttled; otherwise says whether it matched. */
   async login(email: string, password: string, clientAddress: string): Promise<LoginOutcome> {
     const subjects = [`email:${email.toLowerCase()}`, `addr:${clientAddress}`];
-    const waits = await Promise.all(subjects.map((subject) => this.#limiter.blockedFor(subject)));
-    const retryAfter = Math.max(...waits);
-    if (retryAfter > 0) {
-      throw new GatewayError('rate_limited', 'Too many failed logins; try again later', { retryAfter });
+    const retryAfter = await this.#limiter.reserve(subjects);
+    if (retryAfter > 0) throw new GatewayError('rate_limited', 'Too many failed logins; try again later', { retryAfter });
+    let checked: { admin: AdminRow | null; matches: boolean } | Argon2Busy;
+    try {
+      checked = await this.#check(email, password);
+    } catch (error) {
+      await this.#release(subjects);
+      throw error;
     }
-    const admin = await this.#store.findAdminByEmail(email);
-    const matches = await this.#hasher.verify(admin?.passwordHash ?? (await this.#decoyHash), password);
-    if (!admin || !matches) {
-      await Promise.all(subjects.map((subject) => this.#limiter.recordFailure(subject)));
-      return { ok: false, adminId: admin?.id ?? null };
+    if (checked === ARGON2_BUSY) {
+      await this.#release(subjects);
+      throw new GatewayError('rate_limited', 'Too many logins are being checked; try again shortly', { retryAfter: 1 });
     }
-    await this.#limiter.reset(subjects[0]!);
+    const { admin, matches } = checked;
+    // A failure keeps its reservation: that is the failure counted.
+    if (!admin || !matches) return { ok: false, adminId: admin?.id ?? null };
+    await this.#release(subjects);
+    await this.#upgradeHash(admin, password);
     return { ok: true, adminId: admin.id, session: await this.#sessions.issue(admin.id) };
+  }
+
+  async #check(email: string, password: string): Promise<{ admin: AdminRow | null; matches: boolean } | Argon2Busy> {
+    const admin = await this.#store.findAdminByEmail(email);
+    const encoded = admin?.passwordHash ?? (await this.#decoyHash());
+    if (encoded === ARGON2_BUSY) return ARGON2_BUSY;
+    const matches = await this.#hasher.verifyLogin(encoded, password);
+    if (matches === ARGON2_BUSY) return ARGON2_BUSY;
+    return { admin, matches };
+  }
+
+  #release(subjects: readonly string[]): Promise<unknown> {
+    return Promise.all(subjects.map((subject) => this.#limiter.release(subject)));
+  }
+
+  /**
+   * After a settings change, rehashes the password the admin just proved with the current
+   * ARGON2_* settings. Compare-and-set on the old hash: a password changed meanwhile is never
+   * overwritten with the old one. Busy or failing, it is simply tried at the next login.
+   */
+  async #upgradeHash(admin: AdminRow, password: string): Promise<void> {
+    if (!needsRehash(admin.passwordHash, this.#hasher.params)) return;
+    try {
+      const upgraded = await this.#hasher.hashLogin(password);
+      if (upgraded === ARGON2_BUSY) return;
+      if (await this.#store.replaceAdminPasswordHash(admin.id, admin.passwordHash, upgraded)) {
+        // The stored hashes moved: the decoy follows them (after any refresh already under way).
+        await this.#makingDecoy;
+        await this.#remakeDecoy();
+      }
+    } catch (error) {
+      this.#onError(error);
+    }
+  }
+
+  async #decoyHash(): Promise<string | Argon2Busy> {
+    const decoy = this.#decoy;
+    if (decoy === undefined) return (await this.#remakeDecoy())?.hash ?? ARGON2_BUSY;
+    if (this.#now() - decoy.madeAt >= DECOY_REFRESH_MS) void this.#remakeDecoy();
+    return decoy.hash;
+  }
+
+  /** One refresh at a time; resolves with the decoy in use afterwards (undefined if none could be made yet). */
+  #remakeDecoy(): Promise<Decoy | undefined> {
+    this.#makingDecoy ??= this.#makeDecoy().finally(() => (this.#makingDecoy = undefined));
+    return this.#makingDecoy;
+  }
+
+  async #makeDecoy(): Promise<Decoy | undefined> {
+    try {
+      const admins = await this.#store.listAdmins();
+      const params = decoyParams(
+        admins.map((admin) => admin.passwordHash),
+        this.#hasher.params,
+      );
+      const madeAt = this.#now();
+      if (this.#decoy !== undefined && sameArgon2Params(this.#decoy.params, params)) {
+        this.#decoy = { ...this.#decoy, madeAt };
+        return this.#decoy;
+      }
+      const hash = await this.#hasher.hashLogin(this.#decoySecret, params);
+      if (hash !== ARGON2_BUSY) this.#decoy = { hash, params, madeAt };
+    } catch (error) {
+      this.#onError(error);
+    }
+    return this.#decoy;
   }
 }

@@ -23,6 +23,12 @@ export const DEFAULTS = {
   ARGON2_TIME_COST: 2,
   ARGON2_PARALLELISM: 1,
   ARGON2_CONCURRENCY: 2,
+  HEADERS_TIMEOUT: '10s',
+  REQUEST_TIMEOUT: '30s',
+  KEEP_ALIVE_TIMEOUT: '5s',
+  MAX_CONNECTIONS: 10_000,
+  MAX_STREAMS_PER_KEY: 16,
+  MCP_MAX_BATCH: 100,
 } as const;
 
 const port = z.coerce.number().int().min(0).max(65_535);
@@ -89,6 +95,18 @@ export const envSchema = z.object({
   ARGON2_TIME_COST: positiveInt.default(DEFAULTS.ARGON2_TIME_COST),
   ARGON2_PARALLELISM: positiveInt.default(DEFAULTS.ARGON2_PARALLELISM),
   ARGON2_CONCURRENCY: positiveInt.default(DEFAULTS.ARGON2_CONCURRENCY),
+  /** Request headers must arrive within this (slowloris); then the connection is closed (408). */
+  HEADERS_TIMEOUT: duration(parseDurationMs).prefault(DEFAULTS.HEADERS_TIMEOUT),
+  /** A whole request (headers and body) must arrive within this; then the connection is closed (408). */
+  REQUEST_TIMEOUT: duration(parseDurationMs).prefault(DEFAULTS.REQUEST_TIMEOUT),
+  /** An idle keep-alive connection is closed after this. */
+  KEEP_ALIVE_TIMEOUT: duration(parseDurationMs).prefault(DEFAULTS.KEEP_ALIVE_TIMEOUT),
+  /** Client connections open at once on the public port; more are closed as they arrive. */
+  MAX_CONNECTIONS: positiveInt.default(DEFAULTS.MAX_CONNECTIONS),
+  /** Long-lived answers (event streams, WebSocket tunnels) one credential may hold open at once. */
+  MAX_STREAMS_PER_KEY: positiveInt.default(DEFAULTS.MAX_STREAMS_PER_KEY),
+  /** Messages in one JSON-RPC batch on the MCP paths; more is one 400. */
+  MCP_MAX_BATCH: positiveInt.default(DEFAULTS.MCP_MAX_BATCH),
   /** `GET /api/v1/openapi.json` on the public port, without credentials. */
   OPENAPI_ENABLED: bool.default(true),
   /** The API reference page at `/docs` (needs OPENAPI_ENABLED: it renders that document). */

@@ -28,6 +28,10 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     throw new ConfigError(`${variable}: ${issue.message}`);
   }
   const env = parsed.data;
+  if (env.HEADERS_TIMEOUT > env.REQUEST_TIMEOUT) {
+    // Node refuses a server whose header deadline outlasts the whole request's.
+    throw new ConfigError('HEADERS_TIMEOUT: must not be longer than REQUEST_TIMEOUT');
+  }
   if (Boolean(env.MCP_SSE_PATH) !== Boolean(env.MCP_MESSAGES_PATH)) {
     throw new ConfigError('MCP_SSE_PATH and MCP_MESSAGES_PATH: set both or neither');
   }

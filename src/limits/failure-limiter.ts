@@ -10,6 +10,15 @@ export interface FailureLimiter {
   blockedFor(subject: string): Promise<number>;
   recordFailure(subject: string): Promise<void>;
   reset(subject: string): Promise<void>;
+  /**
+   * Counts one failure for every subject at once, before the attempt is checked, unless one of
+   * them is already at the limit: then nothing is counted and the answer is the seconds to wait.
+   * Check-and-count is one step, so a burst cannot all pass a check made before any is counted.
+   * 0 means reserved: the caller checks the attempt, then `release`s what turned out not to fail.
+   */
+  reserve(subjects: readonly string[]): Promise<number>;
+  /** Gives back one reserved failure (the attempt succeeded, or was never checked). */
+  release(subject: string): Promise<void>;
 }
 
 export interface FailureLimiterOptions {
@@ -53,15 +62,41 @@ export class MemoryFailureLimiter implements FailureLimiter {
   }
 
   recordFailure(subject: string): Promise<void> {
-    const window = this.#current(subject);
-    if (window) window.failures++;
-    else this.#windows.set(subject, { failures: 1, closesAt: this.#now() + this.#windowMs });
+    this.#count(subject);
     return Promise.resolve();
   }
 
   reset(subject: string): Promise<void> {
     this.#windows.delete(subject);
     return Promise.resolve();
+  }
+
+  reserve(subjects: readonly string[]): Promise<number> {
+    return Promise.resolve(this.reserveSync(subjects));
+  }
+
+  /** Synchronous form: no await between the check and the count, so concurrent callers cannot interleave. */
+  reserveSync(subjects: readonly string[]): number {
+    const waits = subjects.map((subject) => this.blockedForSync(subject));
+    const wait = Math.max(0, ...waits);
+    if (wait > 0) return wait;
+    for (const subject of subjects) this.#count(subject);
+    return 0;
+  }
+
+  release(subject: string): Promise<void> {
+    const window = this.#current(subject);
+    if (window !== undefined) {
+      if (window.failures <= 1) this.#windows.delete(subject);
+      else window.failures--;
+    }
+    return Promise.resolve();
+  }
+
+  #count(subject: string): void {
+    const window = this.#current(subject);
+    if (window) window.failures++;
+    else this.#windows.set(subject, { failures: 1, closesAt: this.#now() + this.#windowMs });
   }
 
   #current(subject: string): Window | undefined {

@@ -48,12 +48,21 @@ export function assertJsonBodyHeaders({ rawHeaders }: BodyHeaders): void {
   }
 }
 
+export interface JsonRpcBodyLimits {
+  /**
+   * Messages one batch may hold (`MCP_MAX_BATCH`). More is refused as a whole, before any
+   * message is looked at: one small error, rather than one answer per message.
+   */
+  readonly maxBatch?: number;
+}
+
 /**
  * Parses a posted body into JSON-RPC messages. Throws `bad_request` for anything that is
- * not strict JSON, `validation_failed` for JSON that is not a message or a non-empty batch
- * of messages (each an object with `"jsonrpc": "2.0"`).
+ * not strict JSON, `batch_too_large` for a batch over `maxBatch`, `validation_failed` for
+ * JSON that is not a message or a non-empty batch of messages (each an object with
+ * `"jsonrpc": "2.0"`).
  */
-export function parseJsonRpcBody(body: Uint8Array | undefined): JsonRpcBody {
+export function parseJsonRpcBody(body: Uint8Array | undefined, limits: JsonRpcBodyLimits = {}): JsonRpcBody {
   if (body === undefined || body.length === 0) throw new GatewayError('bad_request', 'The MCP request has no body');
   let text: string;
   try {
@@ -65,6 +74,9 @@ export function parseJsonRpcBody(body: Uint8Array | undefined): JsonRpcBody {
   const batch = Array.isArray(parsed);
   const messages: readonly unknown[] = batch ? parsed : [parsed];
   if (messages.length === 0) throw new GatewayError('validation_failed', 'An empty JSON-RPC batch');
+  if (limits.maxBatch !== undefined && messages.length > limits.maxBatch) {
+    throw new GatewayError('batch_too_large', `A JSON-RPC batch holds at most ${limits.maxBatch} messages (this one ${messages.length})`);
+  }
   for (const message of messages) {
     if (typeof message !== 'object' || message === null || Array.isArray(message)) {
       throw new GatewayError('validation_failed', 'A JSON-RPC message must be an object');

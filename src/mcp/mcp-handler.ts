@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { pipeline, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { DEFAULTS } from '../config/env.ts';
 import type { McpTransport, Tables } from '../config/tables.ts';
 import { sendError, toGatewayError } from '../http/error-handler.ts';
 import { GatewayError } from '../http/errors.ts';
@@ -10,15 +11,18 @@ import type { CompiledRoute } from '../policy/routes.ts';
 import { allowedTools } from '../policy/scopes.ts';
 import { noRouteMatches, presentedCredentialKind, type Authorization, type Authorized, type ObservedDecision } from '../proxy/authorize.ts';
 import { takeHandOver } from '../proxy/hand-over.ts';
+import type { OpenStreams } from '../proxy/open-streams.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
 import type { Upstream, UpstreamResponse } from '../proxy/upstream.ts';
-import { forwardContextOf, isEndToEndResponseHeader, upstreamHeaderRewriter } from '../proxy/upstream-headers.ts';
+import { forwardContextOf, upstreamHeaderRewriter } from '../proxy/upstream-headers.ts';
+import { toolsListIdsOf } from './answer-inspection.ts';
 import { assertJsonBodyHeaders, parseJsonRpcBody, type JsonRpcBody } from './json-rpc-body.ts';
+import { answerTypeOf } from './media-type.ts';
 import { mcpRefusalResponse, mcpRequestRefusal, type McpRefusal, type McpRefusalResponse } from './json-rpc-error.ts';
 import type { SessionBindings } from './session-bindings.ts';
 import { isSessionId, legacyBinding, legacySessionIdOfEndpoint, legacySessionIdOfQuery, presentedSessionId, streamableBinding } from './session-ids.ts';
 import { createSseFilter } from './sse-filter.ts';
-import { filterToolsListJson } from './tools-list-filter.ts';
+import { hasNoBody, isIdentityEncoding, sendCheckedAnswer, writeAnswerHead } from './upstream-answer.ts';
 
 export interface McpOptions {
   /** The one way to the upstream, shared with the generic forwarding. */
@@ -26,6 +30,8 @@ export interface McpOptions {
   forwardAuthorization: boolean;
   /** Largest JSON-RPC body read, in bytes (`BODY_LIMIT`). */
   bodyLimit: number;
+  /** Messages one JSON-RPC batch may hold (`MCP_MAX_BATCH`); more is one `400 batch_too_large`. */
+  maxBatch?: number;
   tables: Tables;
   licence: Licence;
   now: () => Date;
@@ -34,9 +40,11 @@ export interface McpOptions {
   bindings: SessionBindings;
   /** Failures logged with the request id (fastify's logger). */
   log: FastifyBaseLogger;
+  /** A GET's event stream is booked here against its key's cap, and cut when the key ends. */
+  streams: OpenStreams;
   /** Told once per request of the final decision, message inspection included. */
   observe?: (decision: ObservedDecision) => void;
-  /** Largest `application/json` answer to a `tools/list` held in memory to be filtered. Default 16 MiB. */
+  /** Largest answer that is not an event stream held in memory to be inspected; a larger one is a 502. Default 16 MiB. */
   maxFilteredResponseBytes?: number;
   /** While a session's stream is open its binding is extended this often. Default 15 minutes. */
   streamBindingRefreshMs?: number;
@@ -95,6 +103,7 @@ export function createMcpHandler(options: McpOptions): McpHandler {
   const { upstream, bindings, log } = options;
   const maxFiltered = options.maxFilteredResponseBytes ?? DEFAULT_MAX_FILTERED_RESPONSE_BYTES;
   const refreshMs = options.streamBindingRefreshMs ?? DEFAULT_STREAM_BINDING_REFRESH_MS;
+  const maxBatch = options.maxBatch ?? DEFAULTS.MCP_MAX_BATCH;
   const rewriteHeaders = upstreamHeaderRewriter({
     forwardAuthorization: options.forwardAuthorization,
     alsoDrop: ['content-length', 'content-type', 'content-encoding', 'accept-encoding'],
@@ -159,7 +168,7 @@ export function createMcpHandler(options: McpOptions): McpHandler {
 
   /** Every message of the body, decided before any of them is forwarded. */
   function decideMessages(exchange: Exchange, body: Buffer): void {
-    exchange.body = parseJsonRpcBody(body);
+    exchange.body = parseJsonRpcBody(body, { maxBatch });
     const decision = decide(
       { route: exchange.route, params: {}, principal: exchange.principal, licence: options.licence, now: options.now(), mcpMessages: exchange.body.messages },
       options.tables,
@@ -250,12 +259,25 @@ export function createMcpHandler(options: McpOptions): McpHandler {
   }
 
   /**
-   * Sends the authorized request upstream. An answer that needs nothing of the gateway is
-   * relayed as it comes; one that changes a session's binding, or may carry a tools list, is
-   * taken over by `respond`. An upstream failure is answered as a JSON-RPC error.
+   * Sends the authorized request upstream. An answer without a body that leaves the session's
+   * binding alone is relayed as it comes; any other is taken over by `respond`, as any body
+   * may carry a tools list. An upstream failure is answered as a JSON-RPC error.
    */
   function forward(exchange: Exchange): void {
     const { request, response, requestId, body } = exchange;
+    // A GET opens the session's (or the legacy transport's) event stream: long-lived, so booked
+    // against the key's cap (a refusal thrown here is answered by `guarded`) and sent on the
+    // streams' own connections. The key was checked asynchronously since `started`.
+    const stream = request.method === 'GET';
+    if (stream) {
+      const release = options.streams.open(exchange.principal, () => response.destroy(), exchange.started);
+      if (release === undefined) {
+        // Cut at once: its key was evicted (or expired) while the request was decided.
+        observeDecision(exchange, true, undefined);
+        return;
+      }
+      response.once('close', release);
+    }
     upstream.relay(
       response,
       requestId,
@@ -265,10 +287,11 @@ export function createMcpHandler(options: McpOptions): McpHandler {
         headers: upstreamHeaders(exchange),
         body: body === undefined ? null : body.serialized,
         route: exchange.route.name,
+        stream,
       },
       (error) => failReply(exchange, error),
       (statusCode, headers) => {
-        if (!changesSession(exchange, statusCode, headers) && !isInspected(exchange, headers)) return undefined;
+        if (!changesSession(exchange, statusCode, headers) && hasNoBody(statusCode, headers)) return undefined;
         return (answer) => {
           respond(exchange, answer).catch((error: unknown) => {
             answer.body.destroy();
@@ -297,13 +320,7 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     return statusCode === 404 || (exchange.request.method === 'DELETE' && statusCode < 300);
   }
 
-  /** Whether the answer must be read: an event stream (tools lists, the legacy endpoint event), or JSON answering tools/list. */
-  function isInspected(exchange: Exchange, headers: IncomingHttpHeaders): boolean {
-    const type = mediaTypeOf(headers['content-type']);
-    return type === 'text/event-stream' || (type === 'application/json' && exchange.body !== undefined && requestsToolsList(exchange.body));
-  }
-
-  /** Session bookkeeping, then the body: filtered when it may carry a tools list, streamed as it comes otherwise. */
+  /** Session bookkeeping, then the body: an event stream filtered as it comes, anything else read and checked whole. */
   async function respond(exchange: Exchange, answer: UpstreamResponse): Promise<void> {
     const { statusCode, headers } = answer;
     const { response, requestId } = exchange;
@@ -317,30 +334,23 @@ export function createMcpHandler(options: McpOptions): McpHandler {
         await bindings.unbind(exchange.session);
       }
     }
-    const allowed = allowedTools(exchange.principal, options.licence, options.tables);
-    const type = mediaTypeOf(headers['content-type']);
-    const encoded = !isIdentityEncoding(headers['content-encoding']);
-    const filtersEvents = type === 'text/event-stream';
-    const filtersToolsList = !filtersEvents && type === 'application/json' && exchange.body !== undefined && requestsToolsList(exchange.body);
-    if (encoded && filtersEvents) throw new GatewayError('upstream_unavailable', 'The upstream sent an encoded event stream the gateway cannot inspect');
-    if (encoded && filtersToolsList) throw new GatewayError('upstream_unavailable', 'The upstream sent an encoded answer to tools/list the gateway cannot inspect');
-    const filtered = filtersToolsList ? filterToolsListJson(await readText(answer.body, maxFiltered), allowed) : undefined;
-    if (filtersToolsList && filtered === undefined) throw new GatewayError('upstream_unavailable', 'The upstream answered tools/list with invalid JSON');
-
-    response.statusCode = statusCode;
-    for (const name in headers) {
-      if (isEndToEndResponseHeader(name, headers.connection)) response.setHeader(name, headers[name]!);
+    if (hasNoBody(statusCode, headers)) {
+      writeAnswerHead(response, statusCode, headers, requestId);
+      response.end();
+      return;
     }
-    response.setHeader('x-request-id', requestId);
-    if (filtersEvents) {
+    const allowed = allowedTools(exchange.principal, options.licence, options.tables);
+    if (answerTypeOf(headers['content-type']) === 'event-stream') {
+      if (!isIdentityEncoding(headers['content-encoding'])) {
+        throw new GatewayError('upstream_unavailable', 'The upstream sent an encoded event stream the gateway cannot inspect');
+      }
+      writeAnswerHead(response, statusCode, headers, requestId);
       response.removeHeader('content-length');
       streamEvents(exchange, answer, allowed);
-    } else if (filtered !== undefined) {
-      response.setHeader('content-length', Buffer.byteLength(filtered));
-      response.end(filtered);
-    } else {
-      pipeline(answer.body, response, () => {});
+      return;
     }
+    const toolsListIds = exchange.body === undefined ? NO_IDS : toolsListIdsOf(exchange.body.messages);
+    await sendCheckedAnswer(response, requestId, answer, { rules: { allowed, toolsListIds }, maxBytes: maxFiltered, acknowledgements: exchange.transport === 'messages' });
   }
 
   function streamEvents(exchange: Exchange, answer: UpstreamResponse, allowed: ReadonlySet<string>): void {
@@ -348,6 +358,9 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     let legacySession: string | undefined;
     const filter = createSseFilter({
       allowed,
+      // A POST's stream answers the posted requests only; a GET's may carry answers to any (a resumed stream, the legacy transport).
+      toolsListIds: exchange.body === undefined ? undefined : toolsListIdsOf(exchange.body.messages),
+      onDropped: (reason) => log.warn({ reqId: exchange.requestId, reason }, 'An event of the upstream was not passed on'),
       ...(exchange.transport === 'sse'
         ? {
             onEndpoint: async (data: string) => {
@@ -468,6 +481,7 @@ export function registerMcpRoutes(app: FastifyInstance, handler: McpHandler): vo
 }
 
 const EMPTY = Buffer.alloc(0);
+const NO_IDS: ReadonlySet<unknown> = new Set();
 
 function sessionOf(request: IncomingMessage, transport: McpTransport): string | undefined {
   if (transport === 'streamable') {
@@ -495,10 +509,6 @@ function mcpPathsOf(tables: Tables): Map<string, { transport: McpTransport; rout
   return paths;
 }
 
-function requestsToolsList(body: JsonRpcBody): boolean {
-  return body.messages.some((message) => (message as { method?: unknown }).method === 'tools/list');
-}
-
 function hasBody(request: IncomingMessage): boolean {
   const { headers } = request;
   return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
@@ -506,28 +516,4 @@ function hasBody(request: IncomingMessage): boolean {
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? (value.length === 1 ? value[0] : undefined) : value;
-}
-
-function mediaTypeOf(value: string | string[] | undefined): string | undefined {
-  const text = headerValue(value);
-  return text?.split(';', 1)[0]!.trim().toLowerCase();
-}
-
-function isIdentityEncoding(value: string | string[] | undefined): boolean {
-  const text = headerValue(value);
-  return text === undefined || text.trim().toLowerCase() === 'identity' || text.trim() === '';
-}
-
-async function readText(stream: Readable, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      stream.destroy();
-      throw new GatewayError('upstream_unavailable', `The upstream's answer to tools/list is larger than ${limit} bytes`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }

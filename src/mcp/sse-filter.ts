@@ -1,5 +1,5 @@
 import { Transform, type TransformCallback } from 'node:stream';
-import { carriesToolsList, filterToolsList } from './tools-list-filter.ts';
+import { inspectAnswerText } from './answer-inspection.ts';
 
 /** An event bigger than this cannot be inspected in memory: the stream is ended rather than passed on unread. */
 export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
@@ -7,6 +7,10 @@ export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
 export interface SseFilterOptions {
   /** The tools the key may call. */
   allowed: ReadonlySet<string>;
+  /** The ids of the `tools/list` requests the stream answers; undefined when not known (a GET): see `AnswerRules`. */
+  toolsListIds?: ReadonlySet<unknown> | undefined;
+  /** Told of every event dropped, and why. */
+  onDropped?: (reason: string) => void;
   /**
    * Called with the data of every `endpoint` event (the legacy HTTP+SSE transport's first
    * event, naming where to post messages), and awaited before the event is passed on: the
@@ -17,12 +21,16 @@ export interface SseFilterOptions {
 }
 
 /**
- * A `text/event-stream` passed on event by event (never the whole stream held back), with
- * every JSON-RPC message carrying a `tools/list` result filtered and re-serialised
- * (`tools-list-filter.ts`). Events are parsed as the HTML standard says (lines end in
- * CRLF, LF or CR; an empty line dispatches) and written with LF line ends; everything else
- * in them is kept. An unfinished event at the end of the stream is dropped, as a client
- * would drop it.
+ * A `text/event-stream` passed on event by event (never the whole stream held back). Events
+ * are parsed as the HTML standard says (lines end in CRLF, LF or CR; an empty line
+ * dispatches) and written again as the gateway read them, with LF line ends: the `event`,
+ * `id` and `retry` fields as they came, the data checked and re-serialised on one line
+ * (`answer-inspection.ts`: strict JSON, tools lists filtered), comments emptied to a bare
+ * `:` (still a keep-alive), fields the standard does not define left out (a lenient client
+ * might read `Data:` as data). An event whose data is not strict JSON, or carries a tools
+ * list the gateway may not pass on, is dropped whole; so is an unfinished event at the end
+ * of the stream, as a client would drop it. Only the legacy transport's `endpoint` event
+ * (when `onEndpoint` is set) carries data that is not JSON.
  */
 export function createSseFilter(options: SseFilterOptions): Transform {
   const maxEventBytes = options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
@@ -82,32 +90,33 @@ async function dispatch(lines: readonly string[], options: SseFilterOptions): Pr
   if (lines.length === 0) return '\n';
   let type = 'message';
   let data: string | undefined;
+  const kept: string[] = [];
   for (const line of lines) {
     const field = fieldOf(line);
     if (field.name === 'data') data = data === undefined ? field.value : `${data}\n${field.value}`;
-    else if (field.name === 'event') type = field.value;
+    else if (field.name === 'event' || field.name === 'id' || field.name === 'retry') kept.push(line);
+    else if (field.name === '') kept.push(':');
+    if (field.name === 'event') type = field.value;
   }
-  if (data !== undefined && type === 'endpoint' && options.onEndpoint) await options.onEndpoint(data);
-  const rewritten = data === undefined ? undefined : rewriteData(data, options.allowed);
-  if (rewritten === undefined) return `${lines.join('\n')}\n\n`;
-  const kept = lines.filter((line) => fieldOf(line).name !== 'data');
-  kept.push(`data: ${rewritten}`);
-  return `${kept.join('\n')}\n\n`;
+  // Nothing a client would parse: an event without data, or a priming event's empty data.
+  if (data === undefined || data === '') return eventOf(kept, data);
+  if (type === 'endpoint' && options.onEndpoint) {
+    await options.onEndpoint(data);
+    return eventOf(kept, data);
+  }
+  const inspection = inspectAnswerText(data, { allowed: options.allowed, toolsListIds: options.toolsListIds });
+  if (!inspection.ok) {
+    options.onDropped?.(inspection.reason);
+    return '';
+  }
+  // One line: JSON.stringify never writes a raw line break.
+  return eventOf(kept, inspection.serialized);
 }
 
-/** The data re-serialised when it is a JSON-RPC message carrying a tools list; undefined to keep it as it is. */
-function rewriteData(data: string, allowed: ReadonlySet<string>): string | undefined {
-  const first = data.trimStart().charCodeAt(0);
-  if (first !== 123 /* { */ && first !== 91 /* [ */) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(data);
-  } catch {
-    return undefined;
-  }
-  if (!carriesToolsList(value)) return undefined;
-  // One line: JSON.stringify never writes a raw line break.
-  return JSON.stringify(filterToolsList(value, allowed));
+/** The event written again: its fields, then its data (a line break in it starts another `data:` line). */
+function eventOf(fields: readonly string[], data: string | undefined): string {
+  const lines = data === undefined ? fields : [...fields, ...data.split('\n').map((line) => (line === '' ? 'data:' : `data: ${line}`))];
+  return lines.length === 0 ? '\n' : `${lines.join('\n')}\n\n`;
 }
 
 function fieldOf(line: string): { name: string; value: string } {

@@ -4,7 +4,24 @@
  * a JSON-RPC success response whose `result.tools` is an array. That also covers results
  * delivered on a stream other than the request's (the legacy transport answers every POST
  * on its GET stream). An entry that is not an object with a string `name` is dropped.
+ *
+ * Some clients match member names without case (Go's encoding/json does, folding Unicode
+ * too: `ſ` reads as `s`, `K` as `k`): to them `Result`, `TOOLS` or `Name` are the members
+ * this filter reads. A message spelling `result` or `tools` another way is `ambiguous` (the
+ * caller refuses it), and a tool entry spelling `name` another way is dropped.
  */
+
+/** How a message carries a tools list: not at all, as `result.tools`, or under another spelling. */
+export type ToolsListShape = 'none' | 'list' | 'ambiguous';
+
+export function toolsListShape(message: unknown): ToolsListShape {
+  if (!isPlainObject(message)) return 'none';
+  if (hasCaseVariant(message, 'result')) return 'ambiguous';
+  const { result } = message;
+  if (!isPlainObject(result)) return 'none';
+  if (hasCaseVariant(result, 'tools')) return 'ambiguous';
+  return Array.isArray(result.tools) ? 'list' : 'none';
+}
 
 /** The message (or batch) with every `result.tools` filtered; the same value when nothing was removed. */
 export function filterToolsList(value: unknown, allowed: ReadonlySet<string>): unknown {
@@ -20,37 +37,21 @@ export function filterToolsList(value: unknown, allowed: ReadonlySet<string>): u
   return filterMessage(value, allowed);
 }
 
-/** True when the message (or an element of the batch) is a response carrying a `result.tools` array. */
-export function carriesToolsList(value: unknown): boolean {
-  return Array.isArray(value) ? value.some(isToolsListResult) : isToolsListResult(value);
-}
-
-function isToolsListResult(message: unknown): boolean {
-  return isPlainObject(message) && isPlainObject(message.result) && Array.isArray(message.result.tools);
-}
-
 function filterMessage(message: unknown, allowed: ReadonlySet<string>): unknown {
   if (!isPlainObject(message) || !isPlainObject(message.result)) return message;
   const { tools } = message.result;
   if (!Array.isArray(tools)) return message;
-  const kept = tools.filter((tool) => isPlainObject(tool) && typeof tool.name === 'string' && allowed.has(tool.name));
+  const kept = tools.filter((tool) => isPlainObject(tool) && typeof tool.name === 'string' && allowed.has(tool.name) && !hasCaseVariant(tool, 'name'));
   if (kept.length === tools.length) return message;
   return { ...message, result: { ...message.result, tools: kept } };
 }
 
-/**
- * A whole `application/json` response body, filtered and re-serialised (so the client reads
- * exactly what was filtered, whatever its parser makes of duplicate keys). Undefined when it
- * is not JSON: the caller refuses to pass on what it could not inspect.
- */
-export function filterToolsListJson(text: string, allowed: ReadonlySet<string>): string | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return undefined;
+/** Whether `object` has a member that a case-insensitive reader takes for `name`, other than `name` itself. */
+function hasCaseVariant(object: Record<string, unknown>, name: string): boolean {
+  for (const key in object) {
+    if (key.length === name.length && key !== name && (key.toLowerCase() === name || key.toUpperCase() === name.toUpperCase())) return true;
   }
-  return JSON.stringify(filterToolsList(value, allowed));
+  return false;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

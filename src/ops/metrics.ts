@@ -17,6 +17,7 @@ import { HotCounter, HotHistogram, LabelIndex } from './hot-metrics.ts';
  * | gatehouse_upstream_duration_seconds               | histogram | route, status_class                     |
  * | gatehouse_cache_lookups_total                     | counter   | tier, result                            |
  * | gatehouse_argon2_verifications_total              | counter   | result                                  |
+ * | gatehouse_argon2_login_verifications_total        | counter   | (none); admin passwords and the decoy   |
  * | gatehouse_throttled_total                         | counter   | kind                                    |
  * | gatehouse_revocation_barrier_duration_seconds     | histogram | (none)                                  |
  * | gatehouse_revocation_barrier_missed_replicas_total| counter   | (none)                                  |
@@ -45,7 +46,8 @@ export type CredentialKind = 'api_key' | 'admin' | 'none';
 export type CacheTier = 'identity' | 'state' | 'redis';
 export type CacheResult = 'hit' | 'miss';
 export type Argon2Result = 'match' | 'mismatch';
-export type ThrottleKind = 'login' | 'key_prefix';
+/** `login_queue`: a login refused because the argon2 login queue was full (DEFAULT_LOGIN_QUEUE_LIMIT). */
+export type ThrottleKind = 'login' | 'key_prefix' | 'login_queue';
 export type LoginResult = 'success' | 'failure' | 'throttled';
 export type Dependency = 'store' | 'redis';
 /** An HTTP status from the upstream, or how the exchange failed without one. */
@@ -79,7 +81,7 @@ const CREDENTIALS = new LabelIndex(['api_key', 'admin', 'none'] satisfies Creden
 const TIERS: ReadonlySet<string> = new Set<CacheTier>(['identity', 'state', 'redis']);
 const CACHE_RESULTS: ReadonlySet<string> = new Set<CacheResult>(['hit', 'miss']);
 const ARGON2_RESULTS: ReadonlySet<string> = new Set<Argon2Result>(['match', 'mismatch']);
-const THROTTLE_KINDS: ReadonlySet<string> = new Set<ThrottleKind>(['login', 'key_prefix']);
+const THROTTLE_KINDS: ReadonlySet<string> = new Set<ThrottleKind>(['login', 'key_prefix', 'login_queue']);
 const LOGIN_RESULTS: ReadonlySet<string> = new Set<LoginResult>(['success', 'failure', 'throttled']);
 const DEPENDENCIES: ReadonlySet<string> = new Set<Dependency>(['store', 'redis']);
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
@@ -107,12 +109,15 @@ export class Metrics {
   readonly #upstreamDuration: HotHistogram;
   readonly #cacheLookups: Counter<'tier' | 'result'>;
   readonly #argon2: Counter<'result'>;
+  readonly #argon2Logins: Counter;
   readonly #throttled: Counter<'kind'>;
   readonly #barrierDuration: Histogram;
   readonly #barrierMissed: Counter;
   readonly #apiKeys: Gauge<'status'>;
   readonly #logins: Counter<'result'>;
   readonly #failOpen: Counter;
+  readonly #connectionsDropped: Counter;
+  #openConnections: (() => Promise<number>) | undefined;
   readonly #dependencyUp: Gauge<'dependency'>;
   #keyCounter: (() => KeyCounts | Promise<KeyCounts>) | undefined;
   readonly #scrapeHooks: Array<() => void> = [];
@@ -166,6 +171,11 @@ export class Metrics {
       labelNames: ['result'],
       registers,
     });
+    this.#argon2Logins = new Counter({
+      name: 'gatehouse_argon2_login_verifications_total',
+      help: 'argon2id verifications of admin login passwords (an unknown email is verified against a decoy).',
+      registers,
+    });
     this.#throttled = new Counter({
       name: 'gatehouse_throttled_total',
       help: 'Attempts refused by a failure limiter, by kind.',
@@ -200,6 +210,19 @@ export class Metrics {
       name: 'gatehouse_fail_open_decisions_total',
       help: 'Requests let through without a decision. Gatehouse fails closed: this stays 0.',
       registers,
+    });
+    this.#connectionsDropped = new Counter({
+      name: 'gatehouse_connections_dropped_total',
+      help: 'Client connections closed on arrival because MAX_CONNECTIONS were open.',
+      registers,
+    });
+    const openConnections: Gauge = new Gauge({
+      name: 'gatehouse_open_connections',
+      help: 'Client connections open on the public listener.',
+      registers,
+      collect: async () => {
+        if (this.#openConnections !== undefined) openConnections.set(await this.#openConnections().catch(() => 0));
+      },
     });
     this.#dependencyUp = new Gauge({
       name: 'gatehouse_dependency_up',
@@ -259,6 +282,10 @@ export class Metrics {
     countOne(this.#argon2, this.#argon2Children, ARGON2_RESULTS.has(result) ? result : OTHER, count);
   }
 
+  argon2LoginVerify(count = 1): void {
+    if (count > 0) this.#argon2Logins.inc(count);
+  }
+
   throttled(kind: ThrottleKind, count = 1): void {
     countOne(this.#throttled, this.#throttledChildren, THROTTLE_KINDS.has(kind) ? kind : OTHER, count);
   }
@@ -299,6 +326,16 @@ export class Metrics {
    */
   failOpen(): void {
     this.#failOpen.inc();
+  }
+
+  /** A connection closed on arrival (MAX_CONNECTIONS). */
+  connectionDropped(): void {
+    this.#connectionsDropped.inc();
+  }
+
+  /** Reads the public listener's open connections at scrape time. */
+  setOpenConnections(count: () => Promise<number>): void {
+    this.#openConnections = count;
   }
 
   setDependencyUp(dependency: Dependency, up: boolean): void {

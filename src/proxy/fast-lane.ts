@@ -73,9 +73,10 @@ export function createFastLane(options: FastLaneOptions): { listener: (request: 
       return;
     }
     // A first use (store read, argon2id) or an uncached admin token: forwarded from here once decided.
+    const authorizedSince = performance.now();
     authorization.then((authorized) => {
       try {
-        forward(request, response, requestId, authorized, refuse);
+        forward(request, response, requestId, authorized, refuse, undefined, undefined, authorizedSince);
       } catch (error) {
         refuse(error as Error);
       }

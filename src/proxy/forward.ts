@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods, onRequ
 import { GatewayError } from '../http/errors.ts';
 import type { Authorization, Authorized } from './authorize.ts';
 import { takeHandOver } from './hand-over.ts';
+import type { OpenStreams, ReleaseStream } from './open-streams.ts';
 import type { Refuse, Upstream } from './upstream.ts';
 import { forwardContextOf, upstreamHeaderRewriter } from './upstream-headers.ts';
 
@@ -14,6 +15,8 @@ export interface ForwardOptions {
   /** Largest body forwarded, in bytes (`BODY_LIMIT`). */
   bodyLimit: number;
   authorize: (request: IncomingMessage) => Authorization;
+  /** Where streams and tunnels are booked against their credential's cap, and cut when it ends. */
+  streams: OpenStreams;
 }
 
 /** The methods forwarded; others get 404 like any unknown endpoint. */
@@ -30,6 +33,8 @@ interface UpgradeRequest extends IncomingMessage {
  * Sends an authorized request upstream and its answer back, or (with `head`: a WebSocket
  * upgrade, which only fastify's route receives) tunnels it. Shared by the fast lane and
  * fastify's forwarding route, so a request is forwarded the same way whichever of the two took it.
+ * `authorizedSince` (`performance.now()` from when the credential check began) is given when
+ * that check was asynchronous: a stream opened on it is cut if its key was evicted meanwhile.
  */
 export type Forwarder = (
   request: IncomingMessage,
@@ -39,12 +44,13 @@ export type Forwarder = (
   refuse: Refuse,
   reply?: FastifyReply,
   head?: Buffer,
+  authorizedSince?: number,
 ) => void;
 
-export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forwardAuthorization' | 'bodyLimit'>): Forwarder {
-  const { upstream, bodyLimit } = options;
+export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forwardAuthorization' | 'bodyLimit' | 'streams'>): Forwarder {
+  const { upstream, bodyLimit, streams } = options;
   const upstreamHeaders = upstreamHeaderRewriter({ forwardAuthorization: options.forwardAuthorization });
-  return function forward(request, response, requestId, { route, principal }, refuse, reply, head) {
+  return function forward(request, response, requestId, { route, principal }, refuse, reply, head, authorizedSince) {
     // MCP paths are served by the MCP handler, which inspects every message; one reaching the generic proxy would skip that.
     if (route.mcp !== undefined) {
       refuse(new GatewayError('method_not_allowed_for_key', 'MCP requests are only served on their own paths'));
@@ -54,13 +60,42 @@ export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forw
       refuse(new GatewayError('bad_request', 'Only WebSocket upgrades are forwarded'));
       return;
     }
+    const stream = head !== undefined || isEventStreamRequest(request);
+    let release: ReleaseStream | undefined;
+    if (stream) {
+      // A tunnel is its client socket (detached from the response once upgraded); an event stream, its response.
+      const socket = request.socket;
+      const close = head !== undefined ? () => socket.destroy() : () => response.destroy();
+      try {
+        release = streams.open(principal, close, authorizedSince);
+      } catch (error) {
+        refuse(error as GatewayError);
+        return;
+      }
+      if (release === undefined) return;
+      (head !== undefined ? socket : response).once('close', release);
+    }
     const headers = upstreamHeaders(request.headers, forwardContextOf(request, principal, requestId));
     if (head !== undefined) {
       upstream.tunnel(reply!, { method: 'GET', path: request.url!, headers, body: null, route: route.name }, head, refuse);
       return;
     }
-    upstream.relay(response, requestId, { method: request.method!, path: request.url!, headers, body: bodyOf(request, bodyLimit), route: route.name }, refuse, undefined, reply);
+    upstream.relay(
+      response,
+      requestId,
+      { method: request.method!, path: request.url!, headers, body: bodyOf(request, bodyLimit), route: route.name, stream },
+      refuse,
+      undefined,
+      reply,
+    );
   };
+}
+
+/** A GET asking for an event stream (`Accept: text/event-stream`, as `EventSource` sends): a long-lived answer. */
+function isEventStreamRequest(request: IncomingMessage): boolean {
+  if (request.method !== 'GET') return false;
+  const accept = request.headers.accept;
+  return accept !== undefined && accept.includes('text/event-stream');
 }
 
 /**
@@ -75,9 +110,9 @@ export function registerForwarding(app: FastifyInstance, options: ForwardOptions
   const { upstream, authorize, bodyLimit } = options;
   const forwardRequest = createForwarder(options);
 
-  function forward(request: FastifyRequest, reply: FastifyReply, authorized: Authorized, refuse: (error: GatewayError) => void): void {
+  function forward(request: FastifyRequest, reply: FastifyReply, authorized: Authorized, refuse: (error: GatewayError) => void, authorizedSince?: number): void {
     const raw = request.raw as UpgradeRequest;
-    forwardRequest(raw, reply.raw, request.id, authorized, refuse, reply, raw[kUpgradeHead]);
+    forwardRequest(raw, reply.raw, request.id, authorized, refuse, reply, raw[kUpgradeHead], authorizedSince);
   }
 
   const onRequest: onRequestHookHandler = (request, reply, done) => {
@@ -106,9 +141,10 @@ export function registerForwarding(app: FastifyInstance, options: ForwardOptions
       forward(request, reply, authorization, done);
       return;
     }
+    const authorizedSince = performance.now();
     authorization.then((authorized) => {
       try {
-        forward(request, reply, authorized, done);
+        forward(request, reply, authorized, done, authorizedSince);
       } catch (error) {
         done(error as Error);
       }

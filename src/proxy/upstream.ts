@@ -3,6 +3,7 @@ import { Readable, type Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../http/errors.ts';
+import { UpstreamDeadlines, type AwaitingHeaders } from './upstream-deadlines.ts';
 import { clientResponseHeaders } from './upstream-headers.ts';
 
 /** An HTTP status from the upstream, or how the exchange failed without one. */
@@ -11,8 +12,15 @@ export type UpstreamStatus = number | 'error' | 'timeout';
 export interface UpstreamOptions {
   /** `UPSTREAM_URL`: its origin; every request keeps its own path. */
   url: string;
-  /** Milliseconds to wait for the upstream's response headers before 504 (`UPSTREAM_TIMEOUT`). */
+  /**
+   * Milliseconds from the moment a request is ready to go upstream (the wait for a free
+   * connection included) until the upstream's response headers, before 504 (`UPSTREAM_TIMEOUT`).
+   */
   timeoutMs: number;
+  /** Connections for ordinary requests. Default 128. */
+  connections?: number;
+  /** Connections for streams (event streams, WebSocket handshakes), apart from the ordinary ones. Default 1024. */
+  streamConnections?: number;
   /** Told of every upstream exchange: the route name, the status or how it failed, and its duration. */
   observed?: (route: string, status: UpstreamStatus, seconds: number) => void;
 }
@@ -27,6 +35,8 @@ export interface UpstreamRequest {
   body: Readable | Buffer | string | null;
   /** The route-table name, for the upstream metrics. */
   route: string;
+  /** A long-lived answer (an event stream): sent on the streams' own connections, never the ordinary ones. */
+  stream?: boolean;
 }
 
 export interface UpstreamResponse {
@@ -45,9 +55,17 @@ export type Refuse = (error: GatewayError) => void;
  */
 export type Inspect = (statusCode: number, headers: IncomingHttpHeaders) => ((response: UpstreamResponse) => void) | undefined;
 
+/** Connections for ordinary requests, and for streams, unless configured. */
+export const DEFAULT_UPSTREAM_CONNECTIONS = 128;
+export const DEFAULT_STREAM_CONNECTIONS = 1024;
+
 /**
- * The gateway's one way to the upstream: an undici `Pool` (keep-alive, 128 connections, no
- * pipelining), created once and shared by the generic forwarding and the MCP routes.
+ * The gateway's one way to the upstream, shared by the generic forwarding and the MCP routes:
+ * two undici `Pool`s (keep-alive, no pipelining), one for ordinary requests and one for
+ * long-lived answers (event streams, WebSocket tunnels' handshakes), so that streams held
+ * open — by one key or many — never take the connections ordinary requests need. A request
+ * waits for its response headers at most `timeoutMs` from its dispatch, its wait for a free
+ * connection included (`UpstreamDeadlines`).
  *
  * `relay` is the hot path: the request body streams from the client, the response streams
  * into the client's socket as undici parses it, with backpressure both ways and nothing
@@ -57,19 +75,27 @@ export type Inspect = (statusCode: number, headers: IncomingHttpHeaders) => ((re
  */
 export class Upstream {
   readonly #pool: Pool;
+  readonly #streamPool: Pool;
+  readonly #deadlines: UpstreamDeadlines;
   readonly #observed: UpstreamOptions['observed'];
   readonly #tunnels = new Set<Duplex>();
   #closing = false;
 
   constructor(options: UpstreamOptions) {
-    this.#pool = new Pool(new URL(options.url).origin, {
-      connections: 128,
-      pipelining: 1,
-      keepAliveTimeout: 60_000,
-      headersTimeout: options.timeoutMs,
-      // Streams (SSE) may idle for long; only the wait for response headers is bounded.
-      bodyTimeout: 0,
-    });
+    const origin = new URL(options.url).origin;
+    const pool = (connections: number) =>
+      new Pool(origin, {
+        connections,
+        pipelining: 1,
+        keepAliveTimeout: 60_000,
+        // A backstop only: UpstreamDeadlines bounds the wait from dispatch, this one from the write.
+        headersTimeout: options.timeoutMs,
+        // Streams (SSE) may idle for long; only the wait for response headers is bounded.
+        bodyTimeout: 0,
+      });
+    this.#pool = pool(options.connections ?? DEFAULT_UPSTREAM_CONNECTIONS);
+    this.#streamPool = pool(options.streamConnections ?? DEFAULT_STREAM_CONNECTIONS);
+    this.#deadlines = new UpstreamDeadlines(options.timeoutMs);
     this.#observed = options.observed;
   }
 
@@ -83,8 +109,13 @@ export class Upstream {
   relay(response: ServerResponse, requestId: string, request: UpstreamRequest, refuse: Refuse, inspect?: Inspect, reply?: FastifyReply): void {
     const relay = new Relay(this, response as RelayedResponse, requestId, reply, request.route, refuse, inspect);
     relay.response[kRelay] = relay;
+    if (request.body instanceof Readable) relay.requestBody = request.body;
     response.once('close', onClientClose);
-    this.#pool.dispatch({ method: request.method as Dispatcher.HttpMethod, path: request.path, headers: request.headers, body: request.body }, relay);
+    this.#deadlines.start(relay, relay.started);
+    (request.stream === true ? this.#streamPool : this.#pool).dispatch(
+      { method: request.method as Dispatcher.HttpMethod, path: request.path, headers: request.headers, body: request.body },
+      relay,
+    );
   }
 
   /**
@@ -96,7 +127,8 @@ export class Upstream {
     const relay = new Relay(this, reply.raw as RelayedResponse, reply.request.id, reply, request.route, refuse, undefined, head);
     relay.response[kRelay] = relay;
     reply.raw.once('close', onClientClose);
-    this.#pool.dispatch({ method: 'GET', path: request.path, headers: request.headers, body: null, upgrade: 'websocket' }, relay);
+    this.#deadlines.start(relay, relay.started);
+    this.#streamPool.dispatch({ method: 'GET', path: request.path, headers: request.headers, body: null, upgrade: 'websocket' }, relay);
   }
 
   /** Ends every WebSocket tunnel: they hold the server open, and a shutdown does not wait for them. */
@@ -109,7 +141,18 @@ export class Upstream {
   /** After the server has closed: drops the upstream connections. */
   async close(): Promise<void> {
     this.endTunnels();
-    await this.#pool.destroy();
+    this.#deadlines.close();
+    await Promise.all([this.#pool.destroy(), this.#streamPool.destroy()]);
+  }
+
+  /** The wait for `relay`'s response headers is over. */
+  answered(relay: Relay): void {
+    this.#deadlines.stop(relay);
+  }
+
+  /** `relay` is still sending its body when its wait ran out: the bound counts again from now. */
+  stillSending(relay: Relay): void {
+    this.#deadlines.touch(relay);
   }
 
   observe(route: string, status: UpstreamStatus, started: number): void {
@@ -146,12 +189,14 @@ interface RelayedResponse extends ServerResponse {
 
 /** Why a relay was aborted from our side: the client left. */
 const CLIENT_GONE = new Error('The client closed the connection');
+/** Why a relay answered 504 while it waited for a connection is dropped once it has one. */
+const TIMED_OUT = new Error('The request was answered 504 before it was sent');
 
 /**
  * One relayed exchange, as an undici dispatch handler: no promise, stream or closure per
  * request. Backpressure: a full client socket pauses the upstream's, `drain` resumes it.
  */
-class Relay implements Dispatcher.DispatchHandler {
+class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
   readonly upstream: Upstream;
   readonly response: RelayedResponse;
   readonly requestId: string;
@@ -170,6 +215,13 @@ class Relay implements Dispatcher.DispatchHandler {
   draining = false;
   /** The body, when `inspect` took the response over. */
   body: UpstreamBody | undefined = undefined;
+  /** The request's body when it streams from the client (not held in memory). */
+  requestBody: Readable | undefined = undefined;
+  // AwaitingHeaders: linked into the upstream's deadlines until the response headers arrive.
+  since = 0;
+  previous: AwaitingHeaders | undefined = undefined;
+  next: AwaitingHeaders | undefined = undefined;
+  linked = false;
 
   constructor(
     upstream: Upstream,
@@ -193,10 +245,37 @@ class Relay implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.response.destroyed) controller.abort(CLIENT_GONE);
+    // Answered 504 while it waited for a connection, or the client left: nothing is sent.
+    if (this.done) controller.abort(TIMED_OUT);
+    else if (this.response.destroyed) controller.abort(CLIENT_GONE);
+  }
+
+  /**
+   * The wait for response headers reached `UPSTREAM_TIMEOUT`. A request still waiting for a
+   * connection is answered now (undici drops it when a connection frees: `onRequestStart`); one
+   * sent is aborted, which answers it (`onResponseError`). A body still streaming from the
+   * client is not the upstream's delay: its wait starts again (a stalled body is cut by undici's
+   * own timeout, refreshed by every chunk written, and the server's `REQUEST_TIMEOUT`).
+   */
+  expire(): void {
+    if (this.done) return;
+    const controller = this.controller;
+    if (controller !== undefined && this.requestBody !== undefined && !this.requestBody.readableEnded) {
+      this.upstream.stillSending(this);
+      return;
+    }
+    const timeout = new GatewayError('upstream_timeout', 'The upstream did not answer in time');
+    if (controller !== undefined) {
+      controller.abort(timeout);
+      return;
+    }
+    this.done = true;
+    this.upstream.observe(this.route, 'timeout', this.started);
+    this.refuse(timeout);
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    this.upstream.answered(this);
     this.status = statusCode;
     const takeOver = this.inspect?.(statusCode, headers);
     if (takeOver !== undefined) {
@@ -230,6 +309,7 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.upstream.answered(this);
     if (this.done) return;
     this.done = true;
     if (this.body !== undefined) {
@@ -254,6 +334,7 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onRequestUpgrade(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
+    this.upstream.answered(this);
     this.done = true;
     this.status = statusCode;
     this.reply?.hijack();

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { MemoryFailureLimiter, type FailureLimiter } from '../limits/failure-limiter.ts';
 import { DEFAULT_REDIS_PREFIX } from './identity-tier.ts';
+import { isLateAnswer } from './late-answer.ts';
 
 /** INCR and open the window on the first failure, in one step: two replicas cannot both open it. */
 const RECORD_FAILURE = `
@@ -18,6 +19,43 @@ if failures < tonumber(ARGV[1]) then return 0 end
 local left = redis.call('PTTL', KEYS[1])
 if left < 0 then return 0 end
 return left`;
+
+/**
+ * Reserve: when no subject (KEYS) is at the limit (ARGV[1]), count one failure for each, opening
+ * a window (ARGV[2] ms) where none is open, and return 0; else count nothing and return the
+ * milliseconds until the last blocking window closes. One script: the check and the count are
+ * one step for every replica, so a burst spread over replicas cannot pass the check together.
+ */
+const RESERVE = `
+local wait = 0
+for _, key in ipairs(KEYS) do
+  local failures = tonumber(redis.call('GET', key) or '0')
+  if failures >= tonumber(ARGV[1]) then
+    local left = redis.call('PTTL', key)
+    if left < 0 then
+      redis.call('PEXPIRE', key, ARGV[2])
+      left = tonumber(ARGV[2])
+    end
+    if left > wait then wait = left end
+  end
+end
+if wait > 0 then return wait end
+for _, key in ipairs(KEYS) do
+  local failures = redis.call('INCR', key)
+  if failures == 1 or redis.call('PTTL', key) < 0 then
+    redis.call('PEXPIRE', key, ARGV[2])
+  end
+end
+return 0`;
+
+/** Gives back one reserved failure; the window keeps its end. */
+const RELEASE = `
+local failures = tonumber(redis.call('GET', KEYS[1]) or '0')
+if failures > 1 then redis.call('DECR', KEYS[1]) elseif failures == 1 then redis.call('DEL', KEYS[1]) end
+return 0`;
+
+/** Retry-After for an attempt refused because Redis answered too late to know whether it was counted. */
+const LATE_ANSWER_RETRY_S = 1;
 
 export interface RedisFailureLimiterOptions {
   redis: Redis;
@@ -74,6 +112,46 @@ export class RedisFailureLimiter implements FailureLimiter {
     await this.#local.recordFailure(subject);
     try {
       await this.#redis.eval(RECORD_FAILURE, 1, this.#key(subject), this.#windowMs);
+    } catch (error) {
+      this.#onError(error);
+    }
+  }
+
+  /**
+   * Reserved here first (synchronously, so this replica's own burst is bounded even when Redis
+   * is away), then in Redis. Redis refusing gives the local count back; Redis failing keeps it,
+   * and the local count alone decides, as for `blockedFor`.
+   *
+   * A late answer is not a failure: under the very burst being limited, a busy event loop can
+   * let the command time out after Redis ran the script. Whether Redis refused is then unknown,
+   * and reading it as an outage would let each replica allow `limit` of its own; so the attempt
+   * is refused (Retry-After 1 s). A Redis that is away fails at once (no offline queue), and
+   * falls back to the local count.
+   */
+  async reserve(subjects: readonly string[]): Promise<number> {
+    const local = this.#local.reserveSync(subjects);
+    if (local > 0) return local;
+    try {
+      const keys = subjects.map((subject) => this.#key(subject));
+      const leftMs = Number(await this.#redis.eval(RESERVE, keys.length, ...keys, this.#limit, this.#windowMs));
+      if (leftMs > 0) {
+        await Promise.all(subjects.map((subject) => this.#local.release(subject)));
+        return Math.ceil(leftMs / 1000);
+      }
+    } catch (error) {
+      this.#onError(error);
+      if (isLateAnswer(error)) {
+        await Promise.all(subjects.map((subject) => this.#local.release(subject)));
+        return LATE_ANSWER_RETRY_S;
+      }
+    }
+    return 0;
+  }
+
+  async release(subject: string): Promise<void> {
+    await this.#local.release(subject);
+    try {
+      await this.#redis.eval(RELEASE, 1, this.#key(subject));
     } catch (error) {
       this.#onError(error);
     }

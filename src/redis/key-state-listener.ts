@@ -13,9 +13,10 @@ export interface KeyStateListenerDeps {
 
 /**
  * What KeyService calls after it has written a change of a key's state, before it answers:
- * evict here, then (with Redis) hold the answer until every subscribed replica has evicted
- * too. Replicas that are not subscribed read state from the store on every request, so they
- * need no message. A replica that did not acknowledge in time is logged and counted, and
+ * evict here, then (with Redis) hold the answer until every replica has evicted too, or has
+ * stopped trusting its cache because its subscription lease lapsed (see RevocationBus).
+ * Replicas without a live lease read state from the store on every request, so they need no
+ * message. A replica that did not acknowledge in time is logged and counted, and
  * the answer goes out (architecture.md). A change that could not be published at all is
  * stored but unconfirmed: the caller gets 503 `store_unavailable` and may retry, because a
  * replica still subscribed to a Redis this one cannot reach would keep its cached state.

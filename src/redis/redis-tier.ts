@@ -57,6 +57,7 @@ export class RedisTier {
   readonly #prefix: string;
   readonly #log: RedisTierLog;
   readonly #barrierTimeoutMs: number | undefined;
+  readonly #replicaId: string;
   readonly #statusListeners: Array<(up: boolean) => void> = [];
   #bus: RevocationBus | undefined;
   #connected = false;
@@ -81,8 +82,10 @@ export class RedisTier {
         this.#statusChanged();
       },
     });
+    // The process id lets an operator match a replica's log lines and its connections in CLIENT LIST; the random part keeps ids unique across hosts.
+    this.#replicaId = `p${process.pid}-${randomBytes(6).toString('base64url')}`;
     // Reconnection attempts fail every second while Redis is away: the status change above is the one line logged.
-    this.subscriber = createRedisConnection(options.url, { name: 'gatehouse:revocations' });
+    this.subscriber = createRedisConnection(options.url, { name: `gatehouse:revocations:${this.#replicaId}` });
     this.identity = { tier: new RedisIdentityTier({ redis: this.commands, signer: this.#signer, prefix: this.#prefix }), pepper };
   }
 
@@ -104,6 +107,7 @@ export class RedisTier {
       subscriber: this.subscriber,
       signer: this.#signer,
       prefix: this.#prefix,
+      replicaId: this.#replicaId,
       timeoutMs: this.#barrierTimeoutMs,
       evict: handlers.evict,
       setDegraded: (degraded) => {
@@ -142,17 +146,23 @@ export class RedisTier {
     switch (event.type) {
       case 'degraded':
         this.#log.warn(
-          { event: 'revocations_degraded', reason: event.reason },
-          'revocation channel lost: key state is read from the store on every request until it is back',
+          { event: 'revocations_degraded', reason: event.reason, replica: this.#replicaId },
+          'revocation channel not proven live: key state is read from the store on every request until it is',
         );
         return;
       case 'subscribed':
-        this.#log.info({ event: 'revocations_subscribed' }, 'revocation channel subscribed; key state is cached again');
+        this.#log.info({ event: 'revocations_subscribed', replica: this.#replicaId }, 'revocation channel subscribed and proven; key state is cached again');
         return;
       case 'barrier_missed':
         this.#log.warn(
           { event: 'revocation_barrier_missed', keyId: event.keyId, receivers: event.receivers, acked: event.acked },
           'a replica did not acknowledge a revocation in time',
+        );
+        return;
+      case 'barrier_lapsed':
+        this.#log.warn(
+          { event: 'revocation_barrier_lapsed', keyId: event.keyId, lapsed: event.lapsed, replicas: event.replicas },
+          'a registered replica did not acknowledge a revocation; answered once its subscription lease had lapsed',
         );
         return;
       case 'publish_failed':

@@ -61,6 +61,14 @@ export class SqlStore implements Store {
     await this.#db.query('UPDATE admins SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
   }
 
+  async replaceAdminPasswordHash(id: number, expected: string, passwordHash: string): Promise<boolean> {
+    const rows = await this.#db.query<{ id: number }>(
+      'UPDATE admins SET password_hash = $3 WHERE id = $1 AND password_hash = $2 RETURNING id',
+      [id, expected, passwordHash],
+    );
+    return rows.length === 1;
+  }
+
   async getOrCreateSetting(name: string, candidate: string): Promise<string> {
     // Two statements on purpose: the SELECT takes a fresh snapshot, so it sees a value that a
     // concurrent replica committed while our INSERT waited on it and then did nothing.

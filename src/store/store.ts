@@ -62,6 +62,11 @@ export interface Store {
   /** Inserts unless the email exists (case-insensitively); returns the stored admin and whether it was created. */
   createAdmin(email: string, passwordHash: string): Promise<{ admin: AdminRow; created: boolean }>;
   setAdminPassword(id: number, passwordHash: string): Promise<void>;
+  /**
+   * Replaces the admin's hash only while it is still `expected` (a rehash of the same password
+   * with new argon2id settings must never undo a password change); true when replaced.
+   */
+  replaceAdminPasswordHash(id: number, expected: string, passwordHash: string): Promise<boolean>;
 
   /** Returns the stored value of a setting, storing `candidate` first if there is none. Race-free across replicas. */
   getOrCreateSetting(name: string, candidate: string): Promise<string>;

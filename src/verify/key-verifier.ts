@@ -4,6 +4,7 @@ import { isWellFormedKey, keyPrefixOf } from '../credentials/key-format.ts';
 import { GatewayError } from '../http/errors.ts';
 import type { UsageRecorder } from '../keys/usage-recorder.ts';
 import { MemoryFailureLimiter, type FailureLimiter } from '../limits/failure-limiter.ts';
+import { MemoryProbeGate, type ProbeGate } from '../limits/probe-gate.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { ApiKeyRow, Store } from '../store/store.ts';
 import { Flights } from './flights.ts';
@@ -22,6 +23,12 @@ export const DEFAULT_KEY_STATE_TTL_MS = 5 * 60_000;
 export const KEY_PREFIX_FAILURE_LIMIT = 20;
 export const KEY_PREFIX_FAILURE_WINDOW_MS = 60_000;
 /**
+ * Once a prefix is throttled, one uncached key of it is still verified per this interval:
+ * guesses then buy one argon2id verify a second, and the real key, used for the first time on a
+ * replica that has not cached it, gets in within a second or two instead of waiting out the window.
+ */
+export const KEY_PREFIX_PROBE_INTERVAL_MS = 1_000;
+/**
  * Uncached keys of one prefix verified at once. Only one key has a given prefix and its own
  * concurrent first uses share one verify, so a second distinct key in flight is a guess:
  * refusing it keeps the argon2 spent per prefix within the failure limit even in a burst.
@@ -38,6 +45,8 @@ export interface KeyVerifierOptions {
   hasher: Pick<Argon2Hasher, 'verify'>;
   /** Failed verifies per key prefix; default: in memory, KEY_PREFIX_FAILURE_LIMIT per KEY_PREFIX_FAILURE_WINDOW_MS. */
   limiter?: FailureLimiter;
+  /** Verifies let through a throttled prefix; default: in memory, one per KEY_PREFIX_PROBE_INTERVAL_MS. */
+  probe?: ProbeGate;
   /** Told of every accepted key (write-behind `last_used_at`). */
   usage?: Pick<UsageRecorder, 'record'>;
   /** Entries per in-process tier; default DEFAULT_KEY_CACHE_SIZE. */
@@ -80,6 +89,8 @@ export interface KeyVerifierStats {
   argon2Mismatches: number;
   /** Refused with `rate_limited` before any store or argon2 work. */
   throttled: number;
+  /** Uncached keys of a throttled prefix let through to be verified (at most one per prefix per interval). */
+  probes: number;
   /** Refused from the short memory of exact wrong keys. */
   rejectedHits: number;
   /** Refused with no store read and no hash: their prefix's key is cached, and they are not it. */
@@ -102,6 +113,7 @@ export class KeyVerifier {
   readonly #store: KeyVerifierOptions['store'];
   readonly #hasher: KeyVerifierOptions['hasher'];
   readonly #limiter: FailureLimiter;
+  readonly #probe: ProbeGate;
   readonly #usage: KeyVerifierOptions['usage'];
   readonly #now: () => number;
   readonly #stateTtlMs: number;
@@ -141,6 +153,7 @@ export class KeyVerifier {
     argon2Verifies: 0,
     argon2Mismatches: 0,
     throttled: 0,
+    probes: 0,
     rejectedHits: 0,
     provenPrefixRefusals: 0,
   };
@@ -158,6 +171,7 @@ export class KeyVerifier {
     this.#limiter =
       options.limiter ??
       new MemoryFailureLimiter({ limit: KEY_PREFIX_FAILURE_LIMIT, windowMs: KEY_PREFIX_FAILURE_WINDOW_MS, now: this.#now });
+    this.#probe = options.probe ?? new MemoryProbeGate({ intervalMs: KEY_PREFIX_PROBE_INTERVAL_MS, now: this.#now });
     this.#identity = new LRUCache({
       max: cacheSize,
       dispose: (keyId, rawKey) => {
@@ -274,7 +288,11 @@ export class KeyVerifier {
     return this.#remember(row, evictions);
   }
 
-  /** Singleflight leader for an uncached key: shared tier, throttle, one store read, one argon2id verify. */
+  /**
+   * Singleflight leader for an uncached key: shared tier, throttle, one store read, one argon2id
+   * verify. The cheap tiers (the identity cache before this, the shared tier here) come first:
+   * the throttle guards argon2 work only, so a key already verified anywhere is never throttled.
+   */
   async #resolveIdentity(rawKey: string): Promise<ResolvedIdentity> {
     const shared = this.#shared;
     const digest = shared?.digester.digest(rawKey);
@@ -287,9 +305,9 @@ export class KeyVerifier {
     }
 
     const prefix = keyPrefixOf(rawKey);
-    const blockedFor = await this.#blockedFor(prefix);
+    await this.#passThrottle(prefix);
     // From the in-flight check to the increment without an await: concurrent guesses cannot all pass.
-    this.#refuseIfThrottled(prefix, blockedFor);
+    this.#refuseIfInFlight(prefix);
     if (this.#provenPrefixes.has(prefix)) {
       this.#counts.provenPrefixRefusals++;
       this.#reject(rawKey);
@@ -333,11 +351,25 @@ export class KeyVerifier {
     }
   }
 
-  #refuseIfThrottled(prefix: string, blockedFor: number): void {
-    if (blockedFor > 0) {
-      this.#counts.throttled++;
-      throw new GatewayError('rate_limited', 'Too many failed attempts for this key prefix', { retryAfter: blockedFor });
-    }
+  /**
+   * A throttled prefix still lets one key through per probe interval, unless its key is proven
+   * here: then every other key of the prefix is wrong and the real one is served from memory,
+   * so a guess must not spend the interval's one verify that another replica's real key may need.
+   */
+  async #passThrottle(prefix: string): Promise<void> {
+    const blockedFor = await this.#blockedFor(prefix);
+    if (blockedFor === 0) return;
+    if (this.#provenPrefixes.has(prefix)) throw this.#throttled('Too many failed attempts for this key prefix', blockedFor);
+    if (!(await this.#probe.tryPass(prefix))) throw this.#throttled('Too many failed attempts for this key prefix', 1);
+    this.#counts.probes++;
+  }
+
+  #throttled(message: string, retryAfter: number): GatewayError {
+    this.#counts.throttled++;
+    return new GatewayError('rate_limited', message, { retryAfter });
+  }
+
+  #refuseIfInFlight(prefix: string): void {
     if ((this.#verifyingByPrefix.get(prefix) ?? 0) >= KEY_PREFIX_VERIFIES_IN_FLIGHT) {
       this.#counts.throttled++;
       throw new GatewayError('rate_limited', 'Another key with this prefix is being verified', { retryAfter: 1 });

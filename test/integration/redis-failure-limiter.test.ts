@@ -99,4 +99,45 @@ describeWithRedis('RedisFailureLimiter', () => {
     await a.del(...keys);
     expect(await one.blockedFor('email:flush@example.test')).toBeGreaterThan(0);
   });
+
+  it('reserves atomically across replicas: of a burst spread over two, at most `limit` are let through', async () => {
+    const replicas = [limiter(a, { limit: 10 }), limiter(b, { limit: 10 })];
+    const waits = await Promise.all(
+      Array.from({ length: 400 }, (_, i) => replicas[i % 2]!.reserve(['email:burst@example.test', `addr:198.51.100.${i % 7}`])),
+    );
+    expect(waits.filter((wait) => wait === 0)).toHaveLength(10);
+    expect(waits.every((wait) => wait === 0 || (wait > 0 && wait <= 60))).toBe(true);
+    expect(await replicas[0]!.blockedFor('email:burst@example.test')).toBeGreaterThan(0);
+  });
+
+  it('charges no subject for a refused reservation, and gives a released one back on every replica', async () => {
+    const one = limiter(a, { limit: 1 });
+    const two = limiter(b, { limit: 1 });
+    expect(await one.reserve(['email:r@example.test', 'addr:192.0.2.1'])).toBe(0);
+    expect(await two.reserve(['email:r@example.test', 'addr:192.0.2.2'])).toBeGreaterThan(0);
+    expect(await two.reserve(['email:s@example.test', 'addr:192.0.2.2'])).toBe(0);
+    await one.release('email:r@example.test');
+    expect(await two.reserve(['email:r@example.test', 'addr:192.0.2.3'])).toBe(0);
+  });
+
+  it('with Redis unreachable, reserves against its own counts: a burst is still bounded', async () => {
+    const dead = createRedisConnection(`redis://127.0.0.1:${await freePort()}`, { name: 'test:dead-reserve' });
+    try {
+      const offline = limiter(dead, { limit: 3, onError: () => {} });
+      const waits = await Promise.all(Array.from({ length: 50 }, () => offline.reserve(['email:y@example.test'])));
+      expect(waits.filter((wait) => wait === 0)).toHaveLength(3);
+    } finally {
+      dead.disconnect();
+    }
+  });
+
+  it('refuses an attempt whose reservation was answered too late, rather than allowing `limit` per replica', async () => {
+    // What ioredis does when the answer arrives after commandTimeout (an event loop busy with the burst itself).
+    const late = { eval: () => Promise.reject(new Error('Command timed out')), del: () => Promise.resolve(0) } as unknown as Redis;
+    const slow = limiter(late, { limit: 3, onError: () => {} });
+    const waits = await Promise.all(Array.from({ length: 20 }, () => slow.reserve(['email:late@example.test'])));
+    expect(waits.filter((wait) => wait === 0)).toEqual([]);
+    // The local count was given back: nothing is known to have failed, the next attempt is asked about again.
+    expect(await slow.reserve(['email:late@example.test'])).toBe(1);
+  });
 });

@@ -24,7 +24,15 @@ const opened: Replica[] = [];
 
 function replica(
   url: string,
-  options: { prefix: string; signer: RedisSigner; timeoutMs?: number; heartbeatMs?: number; evict?: (keyId: number) => void; setDegraded?: (degraded: boolean) => void },
+  options: {
+    prefix: string;
+    signer: RedisSigner;
+    timeoutMs?: number;
+    heartbeatMs?: number;
+    leaseMs?: number;
+    evict?: (keyId: number) => void;
+    setDegraded?: (degraded: boolean) => void;
+  },
 ): Replica {
   const name = `test:bus-${randomBytes(4).toString('hex')}`;
   const publisher = createRedisConnection(url, { name: `${name}:commands` });
@@ -39,6 +47,7 @@ function replica(
     prefix: options.prefix,
     timeoutMs: options.timeoutMs ?? 2_000,
     heartbeatMs: options.heartbeatMs,
+    leaseMs: options.leaseMs,
     evict: (keyId) => {
       evicted.push(keyId);
       options.evict?.(keyId);
@@ -183,6 +192,131 @@ describeWithRedis('RevocationBus (shared Redis)', () => {
     expect(result.durationMs).toBeLessThan(600);
     expect(a.events).toContainEqual({ type: 'publish_failed', keyId: 9 });
     expect(a.bus.degraded).toBe(true);
+  });
+});
+
+describeWithRedis('RevocationBus: subscription lease and replica registry (shared Redis)', () => {
+  const prefix = `gh-test-${randomBytes(4).toString('hex')}:`;
+  const signer = new RedisSigner(randomBytes(32));
+  let admin: Redis;
+
+  beforeAll(async () => {
+    admin = createRedisConnection(redisUrl()!, { name: 'test:lease-admin' });
+    await vi.waitFor(() => expect(admin.status).toBe('ready'));
+  });
+  afterEach(async () => {
+    await closeAll();
+    // Entries written by hand stay until pruned: each test starts from an empty registry.
+    await admin.del(`${prefix}replicas`);
+  });
+  afterAll(() => closeRedisConnection(admin));
+
+  /** Redis's clock, in ms: the registry is timed by it. */
+  async function redisNow(): Promise<number> {
+    const [seconds, micros] = await admin.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
+  /** A registry entry as a replica writes it, with the given secret, lease and age. */
+  async function register(replicaId: string, options: { secret?: RedisSigner; leaseMs?: number; ageMs?: number } = {}): Promise<void> {
+    const member = (options.secret ?? signer).sign('revocation-replica', JSON.stringify({ replica: replicaId, leaseMs: options.leaseMs ?? 1_000 }));
+    await admin.zadd(`${prefix}replicas`, (await redisNow()) - (options.ageMs ?? 0), member);
+  }
+
+  it('registers every replica once proven, and a barrier with no fault stays quick', async () => {
+    const replicas = [0, 1, 2].map(() => replica(redisUrl()!, { prefix, signer }));
+    await subscribed(...replicas);
+    const result = await replicas[2]!.bus.announce(31);
+    expect(result).toMatchObject({ published: true, receivers: 3, acked: 3, missed: 0, registered: 3, lapsed: 0 });
+    expect(result.durationMs).toBeLessThan(200);
+    // Proven again and again, the lease never lapses while nothing is wrong.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    for (const made of replicas) expect(made.degraded).toEqual([true, false]);
+  });
+
+  it('a closed replica leaves the registry: the next barrier does not wait for it', async () => {
+    const a = replica(redisUrl()!, { prefix, signer });
+    const b = replica(redisUrl()!, { prefix, signer });
+    await subscribed(a, b);
+    // As RedisTier.close does: the bus, then its connections.
+    await b.bus.close();
+    await closeRedisConnection(b.subscriber);
+    const result = await a.bus.announce(32);
+    expect(result).toMatchObject({ receivers: 1, acked: 1, missed: 0, registered: 1, lapsed: 0 });
+    expect(result.durationMs).toBeLessThan(200);
+    expect(b.degraded.at(-1)).toBe(true);
+  });
+
+  it('trusts its cache only for the lease of its last proof: with no new proof it degrades by itself', async () => {
+    // One proof at subscription, then none for a minute: the lease (300 ms) runs out first.
+    const a = replica(redisUrl()!, { prefix, signer, leaseMs: 300, heartbeatMs: 60_000 });
+    await subscribed(a);
+    const trustedAt = performance.now();
+    await vi.waitFor(() => expect(a.bus.degraded).toBe(true), { timeout: 1_000, interval: 5 });
+    expect(performance.now() - trustedAt).toBeLessThan(320);
+    expect(a.degraded).toEqual([true, false, true]);
+    expect(a.events).toContainEqual({ type: 'degraded', reason: 'lease_expired' });
+  });
+
+  const entries: Array<{ description: string; entry: Parameters<typeof register>[1]; waits: boolean }> = [
+    { description: 'a registered replica that went silent a moment ago (crashed, or its subscription dropped)', entry: {}, waits: true },
+    { description: 'an entry older than its lease and the slack (that replica stopped trusting long ago)', entry: { ageMs: 2_100 }, waits: false },
+    { description: 'an entry not signed with the deployment secret (a forged one cannot slow revocations)', entry: { secret: new RedisSigner(randomBytes(32)) }, waits: false },
+  ];
+  it.each(entries)('$description: waited for until its lease lapsed = $waits', async ({ entry, waits }) => {
+    const a = replica(redisUrl()!, { prefix, signer });
+    await subscribed(a);
+    await register('silent-replica', entry);
+    const result = await a.bus.announce(33);
+    expect(result.missed).toBe(0);
+    if (waits) {
+      expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 2, lapsed: 1 });
+      expect(result.durationMs).toBeGreaterThanOrEqual(1_000 + 200 - 5);
+      expect(result.durationMs).toBeLessThan(2_000);
+      expect(a.events).toContainEqual({ type: 'barrier_lapsed', keyId: 33, lapsed: 1, replicas: ['silent-replica'] });
+    } else {
+      expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 1, lapsed: 0 });
+      expect(result.durationMs).toBeLessThan(200);
+    }
+  });
+
+  it('a lease longer than the barrier bound cannot be waited out: that replica is counted as missed', async () => {
+    const a = replica(redisUrl()!, { prefix, signer, timeoutMs: 400 });
+    await subscribed(a);
+    await register('silent-replica');
+    const result = await a.bus.announce(34);
+    expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 2, lapsed: 0, missed: 1 });
+    expect(result.durationMs).toBeGreaterThanOrEqual(390);
+  });
+
+  it('when Redis drops a subscription before its replica notices, the barrier answers only after that replica stopped trusting its cache', async () => {
+    const hasher = tinyHasher();
+    const store = new KeyTable();
+    const { key, row } = await store.add(hasher);
+    const verifiers = [0, 1].map(() => new KeyVerifier({ store, hasher, stateTtlMs: 60 * 60_000 }));
+    const [a, b] = verifiers.map((verifier) =>
+      replica(redisUrl()!, { prefix, signer, evict: (keyId) => verifier.evict(keyId), setDegraded: (d) => verifier.setDegraded(d) }),
+    ) as [Replica, Replica];
+    await subscribed(a, b);
+    await verifiers[1]!.verify(key);
+    expect(verifiers[1]!.tryVerifyCached(key)).toBeDefined();
+
+    // Redis forgets b's subscriptions without closing its connection: b hears nothing of it, and PUBLISH counts b out.
+    const transitions = b.degraded.length;
+    await b.subscriber.unsubscribe();
+    store.rows.get(row.id)!.revokedAt = new Date(T0);
+    const result = await a.bus.announce(row.id);
+    expect(result).toMatchObject({ published: true, receivers: 1, acked: 1, missed: 0, registered: 2, lapsed: 1 });
+    expect(b.evicted).toEqual([]);
+    // By the time the barrier answers, b has stopped trusting its cache (it may be proven again since, with that cache cleared).
+    expect(b.degraded.slice(transitions)).toContain(true);
+    expect(verifiers[1]!.tryVerifyCached(key)).toBeUndefined();
+    expect(await codeOf(() => verifiers[1]!.verify(key))).toBe('revoked_credential');
+    // Its proofs no longer come back: b drops the connection, subscribes again, and is trusted again.
+    expect(b.events).toContainEqual({ type: 'degraded', reason: 'heartbeat_failed' });
+    await subscribed(b);
+    expect((await a.bus.announce(35)).durationMs).toBeLessThan(200);
+    expect(b.evicted).toEqual([35]);
   });
 });
 

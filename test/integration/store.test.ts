@@ -122,6 +122,16 @@ for (const target of targets) {
         expect(await store.findAdminById(admin.id + 1)).toBeNull();
         expect(await store.findAdminByEmail('nobody@example.com')).toBeNull();
       });
+
+      it('replaces a password hash only while it is still the expected one (a rehash never undoes a password change)', async () => {
+        const { admin } = await store.createAdmin('ops@example.com', 'hash-1');
+        expect(await store.replaceAdminPasswordHash(admin.id, 'hash-1', 'hash-1-rehashed')).toBe(true);
+        expect((await store.findAdminById(admin.id))?.passwordHash).toBe('hash-1-rehashed');
+        await store.setAdminPassword(admin.id, 'hash-2');
+        expect(await store.replaceAdminPasswordHash(admin.id, 'hash-1-rehashed', 'stale-rehash')).toBe(false);
+        expect((await store.findAdminById(admin.id))?.passwordHash).toBe('hash-2');
+        expect(await store.replaceAdminPasswordHash(admin.id + 1, 'hash-2', 'x')).toBe(false);
+      });
     });
 
     it('getOrCreateSetting: concurrent candidates all get the one stored value', async () => {

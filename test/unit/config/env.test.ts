@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { envSchema } from '../../../src/config/env.ts';
 import { parseDurationSeconds } from '../../../src/config/duration.ts';
+import { loadConfig } from '../../../src/config/load.ts';
 
 describe('environment schema', () => {
   it('has the defaults of interface.md', () => {
@@ -46,10 +47,32 @@ describe('environment schema', () => {
     ['LOG_LEVEL', { LOG_LEVEL: 'loud' }],
     ['MCP_PATH', { MCP_PATH: 'mcp' }],
     ['JWT_SECRET', { JWT_SECRET: 'short' }],
+    ['HEADERS_TIMEOUT', { HEADERS_TIMEOUT: '0' }],
+    ['REQUEST_TIMEOUT', { REQUEST_TIMEOUT: 'forever' }],
+    ['KEEP_ALIVE_TIMEOUT', { KEEP_ALIVE_TIMEOUT: '-1s' }],
+    ['MAX_CONNECTIONS', { MAX_CONNECTIONS: '0' }],
+    ['MAX_STREAMS_PER_KEY', { MAX_STREAMS_PER_KEY: 'many' }],
+    ['MCP_MAX_BATCH', { MCP_MAX_BATCH: '1.5' }],
   ])('refuses a bad %s, naming it', (variable, env) => {
     const result = envSchema.safeParse(env);
     expect(result.success).toBe(false);
     expect(result.error!.issues[0]!.path[0]).toBe(variable);
+  });
+
+  it('has the abuse bounds of the security docs', () => {
+    expect(envSchema.parse({})).toMatchObject({
+      HEADERS_TIMEOUT: 10_000,
+      REQUEST_TIMEOUT: 30_000,
+      KEEP_ALIVE_TIMEOUT: 5_000,
+      MAX_CONNECTIONS: 10_000,
+      MAX_STREAMS_PER_KEY: 16,
+      MCP_MAX_BATCH: 100,
+    });
+  });
+
+  it('refuses a header deadline longer than the whole request\'s, naming it', () => {
+    expect(() => loadConfig({ HEADERS_TIMEOUT: '40s', REQUEST_TIMEOUT: '30s' })).toThrow(/^HEADERS_TIMEOUT: /);
+    expect(loadConfig({ HEADERS_TIMEOUT: '30s', REQUEST_TIMEOUT: '30s' }).env.HEADERS_TIMEOUT).toBe(30_000);
   });
 
   it('reads licensed features, folding duplicates', () => {

@@ -108,3 +108,24 @@ describe('assertJsonBodyHeaders: only one plain application/json body', () => {
     expect(codeOf(() => assertJsonBodyHeaders(raw(...headers)))).toBe('unsupported_media_type');
   });
 });
+
+describe('parseJsonRpcBody: maxBatch (MCP_MAX_BATCH)', () => {
+  const batchOf = (count: number) => bytes(JSON.stringify(Array.from({ length: count }, (_, id) => call('list_agents', id))));
+
+  it.each([
+    ['exactly maxBatch messages pass', batchOf(3), undefined],
+    ['one more is batch_too_large', batchOf(4), 'batch_too_large'],
+    ['10,000 are batch_too_large, before any message is looked at', bytes(JSON.stringify(Array.from({ length: 10_000 }, () => 1))), 'batch_too_large'],
+    ['a single message is not a batch', bytes(JSON.stringify(call('list_agents'))), undefined],
+  ])('%s', (_what, body, code) => {
+    expect(codeOf(() => parseJsonRpcBody(body, { maxBatch: 3 }))).toBe(code);
+  });
+
+  it('says the limit and the count', () => {
+    expect(() => parseJsonRpcBody(batchOf(5), { maxBatch: 3 })).toThrow('A JSON-RPC batch holds at most 3 messages (this one 5)');
+  });
+
+  it('no limit unless one is given', () => {
+    expect(parseJsonRpcBody(batchOf(500)).messages).toHaveLength(500);
+  });
+});

@@ -47,9 +47,10 @@ describe('createSseFilter', () => {
     expect(out).toBe(`event: message\nid: 7\ndata: ${JSON.stringify(listResult(2, ['list_agents', 'get_agent_status']))}\n\n`);
   });
 
-  it('passes other events through unchanged', async () => {
-    const events = `: keep-alive\n\nevent: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [] } })}\n\ndata: plain text\n\nretry: 1000\n\n`;
-    expect(await run([events])).toBe(events);
+  it('passes other events on as they were read: comments emptied, the data re-serialised', async () => {
+    const result = { jsonrpc: '2.0', id: 1, result: { content: [] } };
+    const events = `: keep-alive\n\nevent: message\ndata: ${JSON.stringify(result, null, 1).replaceAll('\n', ' ')}\n\nretry: 1000\n\nid: 3\ndata: \n\n`;
+    expect(await run([events])).toBe(`:\n\nevent: message\ndata: ${JSON.stringify(result)}\n\nretry: 1000\n\nid: 3\ndata:\n\n`);
   });
 
   it('reassembles an event split at every byte, multi-byte characters included', async () => {
@@ -123,5 +124,37 @@ describe('createSseFilter', () => {
     filter.end('event: endpoint\ndata: /messages?sessionId=abc\n\n');
     expect((await failed).message).toBe('cannot bind');
     expect(out).toBe('');
+  });
+
+  // What a lenient client reads but the gateway's parser does not, or a tools list where none belongs: the event is dropped.
+  const dropped: Array<[string, string, Partial<SseFilterOptions>]> = [
+    ['data that is not JSON', 'data: plain text', {}],
+    ['a byte-order mark before the JSON', `data: \ufeff${JSON.stringify(listResult(1, ALL))}`, {}],
+    ['NaN', 'data: {"jsonrpc":"2.0","id":1,"result":{"n":NaN}}', {}],
+    ['a duplicate key', `data: {"jsonrpc":"2.0","id":1,"result":{"tools":[]},"result":${JSON.stringify({ tools: ALL.map(tool) })}}`, {}],
+    ['a duplicate key deep down', 'data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"a":{"b":1,"b":2}}]}}', {}],
+    ['a trailing comma', 'data: {"jsonrpc":"2.0","id":1,"result":{},}', {}],
+    ['Result spelled in another case', `data: ${JSON.stringify({ jsonrpc: '2.0', id: 1, Result: { tools: ALL.map(tool) } })}`, {}],
+    ['a tools list answering another request', `data: ${JSON.stringify(listResult(2, ALL))}`, { toolsListIds: new Set([1]) }],
+    ['a tools list when no tools/list was posted', `data: ${JSON.stringify(listResult(1, ALL))}`, { toolsListIds: new Set() }],
+    ['an endpoint event on a stream without one', 'event: endpoint\ndata: /messages?sessionId=abc', {}],
+  ];
+  it.each(dropped)('drops an event with %s, and says why', async (_what, event, options) => {
+    const reasons: string[] = [];
+    const next = `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress' })}\n\n`;
+    const out = await run([`${event}\n\n`, next], { ...options, onDropped: (reason) => reasons.push(reason) });
+    expect(out).toBe(next);
+    expect(out).not.toContain('place_outbound_call');
+    expect(reasons).toHaveLength(1);
+  });
+
+  it('a tools list answering a posted tools/list is filtered, matched by id', async () => {
+    const out = await run([`data: ${JSON.stringify(listResult(7, ALL))}\n\n`], { toolsListIds: new Set([7]) });
+    expect(dataOf(out)).toEqual([listResult(7, ['list_agents', 'get_agent_status'])]);
+  });
+
+  it('leaves out fields the standard does not define (a lenient client might read Data: as data)', async () => {
+    const out = await run([`Data: ${JSON.stringify(listResult(1, ALL))}\nid: 1\ndata : x\n\n`]);
+    expect(out).toBe('id: 1\n\n');
   });
 });

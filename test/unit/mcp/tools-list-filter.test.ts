@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { carriesToolsList, filterToolsList, filterToolsListJson } from '../../../src/mcp/tools-list-filter.ts';
+import { filterToolsList, toolsListShape } from '../../../src/mcp/tools-list-filter.ts';
 
 const ALLOWED: ReadonlySet<string> = new Set(['list_agents', 'get_agent_status']);
 const tool = (name: string) => ({ name, description: `${name} tool`, inputSchema: { type: 'object' } });
@@ -43,27 +43,25 @@ describe('filterToolsList', () => {
     ['a string', 'tools'],
   ])('leaves %s alone', (_what, value) => {
     expect(filterToolsList(value, ALLOWED)).toBe(value);
-    expect(carriesToolsList(value)).toBe(false);
+    expect(toolsListShape(value)).toBe('none');
   });
 
-  it('carriesToolsList: a result with a tools array, alone or in a batch', () => {
-    expect(carriesToolsList(listResult(1, []))).toBe(true);
-    expect(carriesToolsList([{ jsonrpc: '2.0', id: 1, result: {} }, listResult(2, [])])).toBe(true);
+  it('drops a tool that also names itself under another case (a case-insensitive reader sees that name)', () => {
+    const message = { jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'list_agents', Name: 'place_outbound_call' }, { name: 'list_agents', NAME: 'list_agents' }, tool('get_agent_status')] } };
+    expect(filterToolsList(message, ALLOWED)).toEqual({ jsonrpc: '2.0', id: 1, result: { tools: [tool('get_agent_status')] } });
   });
 });
 
-describe('filterToolsListJson', () => {
-  it('filters and re-serialises', () => {
-    const text = JSON.stringify(listResult(1, ['place_outbound_call', 'list_agents']));
-    expect(JSON.parse(filterToolsListJson(text, ALLOWED)!)).toEqual(listResult(1, ['list_agents']));
-  });
-
-  it('always re-serialises, so a client reading duplicate keys first-wins sees what was filtered', () => {
-    const text = `{"jsonrpc":"2.0","id":1,"result":{"tools":${JSON.stringify([tool('place_outbound_call')])},"tools":[]}}`;
-    expect(filterToolsListJson(text, ALLOWED)).toBe('{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}');
-  });
-
-  it('undefined for a body that is not JSON', () => {
-    expect(filterToolsListJson('{"tools": [', ALLOWED)).toBeUndefined();
+describe('toolsListShape', () => {
+  it.each([
+    ['a tools/list result', listResult(1, []), 'list'],
+    ['a result without tools', { jsonrpc: '2.0', id: 1, result: { content: [] } }, 'none'],
+    ['Result for result', { jsonrpc: '2.0', id: 1, Result: { tools: [] } }, 'ambiguous'],
+    ['TOOLS for tools', { jsonrpc: '2.0', id: 1, result: { TOOLS: [] } }, 'ambiguous'],
+    ['a long s for s (Go folds it)', { jsonrpc: '2.0', id: 1, result: { 'tool\u017f': [] } }, 'ambiguous'],
+    ['result and Result side by side', { jsonrpc: '2.0', id: 1, result: {}, Result: { tools: [] } }, 'ambiguous'],
+    ['a batch is not a message', [listResult(1, [])], 'none'],
+  ])('%s: %s', (_what, message, shape) => {
+    expect(toolsListShape(message)).toBe(shape);
   });
 });

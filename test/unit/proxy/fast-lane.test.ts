@@ -10,6 +10,7 @@ import type { CompiledRoute } from '../../../src/policy/routes.ts';
 import type { Authorization, Authorized } from '../../../src/proxy/authorize.ts';
 import { createFastLane } from '../../../src/proxy/fast-lane.ts';
 import { createForwarder, FORWARDED_METHODS, type Forwarder } from '../../../src/proxy/forward.ts';
+import { OpenStreams } from '../../../src/proxy/open-streams.ts';
 import { ForwardedRoutes } from '../../../src/proxy/forwarded-routes.ts';
 import { takeHandOver, type HandOver } from '../../../src/proxy/hand-over.ts';
 import { Upstream } from '../../../src/proxy/upstream.ts';
@@ -110,7 +111,7 @@ async function startLane(routes: ForwardedRoutes, upstream: Upstream): Promise<L
   const logLines: LaneServer['logLines'] = [];
   // Fastify's own logger (pino), writing into logLines.
   const logger = Fastify({ logger: { level: 'info', stream: { write: (line: string) => logLines.push(JSON.parse(line) as Record<string, unknown>) } } });
-  const forwarder = createForwarder({ upstream, forwardAuthorization: false, bodyLimit: BODY_LIMIT });
+  const forwarder = createForwarder({ upstream, forwardAuthorization: false, bodyLimit: BODY_LIMIT, streams: new OpenStreams({ maxPerCredential: 16, now: () => new Date() }) });
   const forward: Forwarder = (request, response, requestId, authorized, refuse, reply) => {
     forwardedIds.push(requestId);
     forwarder(request, response, requestId, authorized, refuse, reply);

@@ -8,6 +8,8 @@ const barrier = (fields: Partial<BarrierResult>): BarrierResult => ({
   receivers: 3,
   acked: 3,
   missed: 0,
+  registered: 3,
+  lapsed: 0,
   durationMs: 4,
   ...fields,
 });

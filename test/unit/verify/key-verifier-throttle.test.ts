@@ -5,6 +5,7 @@ import { MemoryFailureLimiter } from '../../../src/limits/failure-limiter.ts';
 import {
   KEY_PREFIX_FAILURE_LIMIT,
   KEY_PREFIX_FAILURE_WINDOW_MS,
+  KEY_PREFIX_PROBE_INTERVAL_MS,
   KeyVerifier,
   REJECTED_KEY_TTL_MS,
 } from '../../../src/verify/key-verifier.ts';
@@ -43,14 +44,33 @@ describe('KeyVerifier: failed verifies are throttled per key prefix', () => {
     expect(verifier.stats().throttled).toBe(1);
   });
 
-  it('refuses the real key too where it is not cached (a fresh replica), until the window closes', async () => {
+  it('never locks the real key out: where it is not cached, it gets in at the next probe interval', async () => {
     const { verifier, replica, hasher, clock, key, prefix } = await setup();
     for (let i = 0; i < LIMIT; i++) await codeOf(() => verifier.verify(forgedKey(prefix)));
+    // Past the limit, this second's one verify of the prefix goes to a guess...
+    expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');
+    expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('rate_limited');
+    expect(hasher.verifyCount).toBe(LIMIT + 1);
+    // ...and the next second's to the real key, on a replica that never saw it (the gate is per process here).
     const fresh = replica();
-    expect(await codeOf(() => fresh.verify(key))).toBe('rate_limited');
-    expect(hasher.verifyCount).toBe(LIMIT);
-    clock.advance(WINDOW_MS);
+    clock.advance(KEY_PREFIX_PROBE_INTERVAL_MS);
     expect((await fresh.verify(key)).keyId).toBe(1);
+    expect(hasher.verifyCount).toBe(LIMIT + 2);
+  });
+
+  it('once throttled, verifies at most one key of the prefix per probe interval', async () => {
+    const { verifier, hasher, clock, prefix } = await setup();
+    for (let i = 0; i < LIMIT; i++) await codeOf(() => verifier.verify(forgedKey(prefix)));
+    const seconds = 5;
+    const codes: string[] = [];
+    for (let tick = 0; tick < seconds * 10; tick++) {
+      codes.push(...(await Promise.all(Array.from({ length: 5 }, () => codeOf(() => verifier.verify(forgedKey(prefix)))))));
+      clock.advance(KEY_PREFIX_PROBE_INTERVAL_MS / 10);
+    }
+    expect(hasher.verifyCount - LIMIT).toBe(seconds);
+    expect(codes.filter((code) => code === 'invalid_credential')).toHaveLength(seconds);
+    expect(codes.filter((code) => code === 'rate_limited')).toHaveLength(codes.length - seconds);
+    expect(verifier.stats().probes).toBe(seconds);
   });
 
   it('leaves other prefixes alone', async () => {
@@ -76,6 +96,8 @@ describe('KeyVerifier: failed verifies are throttled per key prefix', () => {
     const verifier = new KeyVerifier({ store, hasher, now: clock.now });
     const prefix = keyPrefixOf(key);
     for (let i = 0; i < KEY_PREFIX_FAILURE_LIMIT; i++) expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');
+    // The probe interval's one verify, then refusals.
+    expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');
     expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('rate_limited');
     clock.advance(KEY_PREFIX_FAILURE_WINDOW_MS);
     expect(await codeOf(() => verifier.verify(forgedKey(prefix)))).toBe('invalid_credential');

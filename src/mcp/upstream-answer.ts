@@ -1,0 +1,122 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import { GatewayError } from '../http/errors.ts';
+import { isEndToEndResponseHeader } from '../proxy/upstream-headers.ts';
+import { inspectAnswerBytes, type AnswerRules } from './answer-inspection.ts';
+import { answerTypeOf } from './media-type.ts';
+
+/**
+ * An upstream answer on an MCP path that is not an event stream: read whole (up to a bound),
+ * checked, and only then sent (interface.md, "Holding under abuse": odd upstream answers).
+ *  - no body (204, 304, `Content-Length: 0`, or a body that turns out empty): passed on as it is;
+ *  - JSON: inspected (`answer-inspection.ts`) and sent re-serialised, as `application/json`;
+ *  - anything else, or an encoded body: `502 upstream_unavailable` — except, on the legacy
+ *    messages path, a short plain-text acknowledgement (the SDK's `202 Accepted`) in which no
+ *    JSON parser could find an object or an array.
+ * The upstream's status is kept in every case that passes, error statuses included: their
+ * bodies are checked the same way, as a careless client may parse them all the same.
+ */
+export interface CheckedAnswer {
+  readonly statusCode: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Readable;
+}
+
+export interface CheckedAnswerOptions {
+  readonly rules: AnswerRules;
+  /** Largest body read, in bytes; a larger one is a 502. */
+  readonly maxBytes: number;
+  /** The legacy messages path, where a plain-text acknowledgement may pass. */
+  readonly acknowledgements: boolean;
+}
+
+/** Whether the answer has no body at all, so nothing in it needs reading. */
+export function hasNoBody(statusCode: number, headers: IncomingHttpHeaders): boolean {
+  return statusCode === 204 || statusCode === 304 || headers['content-length'] === '0';
+}
+
+/** The upstream's status and end-to-end headers on the client's response, with the request id. */
+export function writeAnswerHead(response: ServerResponse, statusCode: number, headers: IncomingHttpHeaders, requestId: string): void {
+  response.statusCode = statusCode;
+  for (const name in headers) {
+    if (isEndToEndResponseHeader(name, headers.connection)) response.setHeader(name, headers[name]!);
+  }
+  response.setHeader('x-request-id', requestId);
+}
+
+/** Reads, checks and sends the answer; rejects (nothing sent) with a GatewayError when it cannot be passed on. */
+export async function sendCheckedAnswer(response: ServerResponse, requestId: string, answer: CheckedAnswer, options: CheckedAnswerOptions): Promise<void> {
+  const { statusCode, headers } = answer;
+  const type = answerTypeOf(headers['content-type']);
+  // Nothing to inspect in a type the gateway does not read: refused before reading, unless it may be an acknowledgement.
+  const declared = headers['content-length'];
+  if (type === 'other' && !options.acknowledgements && declared !== undefined && declared !== '0') throw cannotInspect(statusCode, headers);
+  const bytes = await readBody(answer.body, options.maxBytes);
+  if (bytes.length === 0) {
+    writeAnswerHead(response, statusCode, headers, requestId);
+    response.end();
+    return;
+  }
+  if (!isIdentityEncoding(headers['content-encoding'])) {
+    throw new GatewayError('upstream_unavailable', 'The upstream sent an encoded answer the gateway cannot inspect');
+  }
+  let body: string | Uint8Array;
+  if (type === 'json') {
+    const inspection = inspectAnswerBytes(bytes, options.rules);
+    if (!inspection.ok) throw new GatewayError('upstream_unavailable', `The upstream's answer was not passed on: ${inspection.reason}`);
+    body = inspection.serialized;
+  } else if (options.acknowledgements && isPlainAcknowledgement(bytes)) {
+    body = bytes;
+  } else throw cannotInspect(statusCode, headers);
+  writeAnswerHead(response, statusCode, headers, requestId);
+  if (type === 'json') response.setHeader('content-type', 'application/json');
+  response.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.length);
+  response.end(body);
+}
+
+function cannotInspect(statusCode: number, headers: IncomingHttpHeaders): GatewayError {
+  const type = headers['content-type'];
+  const said = type === undefined ? 'no Content-Type' : `Content-Type ${JSON.stringify(type)}`;
+  return new GatewayError('upstream_unavailable', `The upstream answered ${statusCode} with ${said}, which the gateway cannot inspect`);
+}
+
+/**
+ * Printable ASCII without `{`, `[` or `+`: no JSON parser, however lenient, reads an object or
+ * an array out of it, and no charset a client might guess (UTF-16, UTF-7's `+AHs-`) makes one.
+ */
+function isPlainAcknowledgement(bytes: Uint8Array): boolean {
+  for (const byte of bytes) {
+    if (byte === 0x7b || byte === 0x5b || byte === 0x2b) return false;
+    if ((byte < 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d) || byte > 0x7e) return false;
+  }
+  return true;
+}
+
+/** No Content-Encoding, or `identity`: the body reads as it is. */
+export function isIdentityEncoding(value: string | string[] | undefined): boolean {
+  if (value === undefined) return true;
+  if (typeof value !== 'string') return false;
+  const text = value.trim().toLowerCase();
+  return text === '' || text === 'identity';
+}
+
+/** The whole body, or a 502 past `limit` bytes (the upstream request is aborted). */
+function readBody(body: Readable, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        body.off('data', onData);
+        body.destroy();
+        reject(new GatewayError('upstream_unavailable', `The upstream's answer is larger than ${limit} bytes, more than the gateway inspects`));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    body.on('data', onData);
+    body.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
+    body.once('error', reject);
+  });
+}
