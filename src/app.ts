@@ -180,8 +180,10 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     evict,
     setDegraded: (degraded) => {
       verifier.setDegraded(degraded);
-      // Evictions may be missed from now on: streams authorized on the trusted cache are cut and re-checked on reconnect.
-      if (degraded) streams.closeApiKeyStreams();
+      // Entering: evictions may be missed from now on, so streams authorized on the trusted cache are cut.
+      // Leaving: the streams still open were all opened while evictions could be missed, and one of
+      // their keys may have been revoked meanwhile. Either way each client reconnects and is checked again.
+      streams.closeApiKeyStreams();
     },
   });
   redis?.onStatus((up) => metrics.setDependencyUp('redis', up));
@@ -248,6 +250,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     // Every stream holds a client connection, so streams never need more upstream connections than that.
     streamConnections: env.MAX_CONNECTIONS,
     observed: (route, status, seconds) => metrics.upstream(route, status, seconds),
+    streams,
   });
   app.addHook('onClose', () => upstream.close());
   const forward = registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize, streams });

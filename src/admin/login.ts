@@ -19,7 +19,7 @@ export type LoginOutcome = { ok: true; adminId: number; session: IssuedSession }
 
 export interface LoginServiceDeps {
   store: Pick<Store, 'findAdminByEmail' | 'listAdmins' | 'replaceAdminPasswordHash'>;
-  hasher: Pick<Argon2Hasher, 'verifyLogin' | 'hashLogin' | 'params'>;
+  hasher: Pick<Argon2Hasher, 'verifyLogin' | 'hashLogin' | 'params' | 'loginLaneHasRoom'>;
   sessions: Pick<SessionTokens, 'issue'>;
   limiter: FailureLimiter;
   /** Told of a failed hash upgrade or decoy refresh; the login itself is unaffected. */
@@ -90,6 +90,7 @@ export class LoginService {
   }
 
   async #check(email: string, password: string): Promise<{ admin: AdminRow | null; matches: boolean } | Argon2Busy> {
+    if (!this.#hasher.loginLaneHasRoom()) return ARGON2_BUSY;
     const admin = await this.#store.findAdminByEmail(email);
     const encoded = admin?.passwordHash ?? (await this.#decoyHash());
     if (encoded === ARGON2_BUSY) return ARGON2_BUSY;
@@ -113,7 +114,9 @@ export class LoginService {
       const upgraded = await this.#hasher.hashLogin(password);
       if (upgraded === ARGON2_BUSY) return;
       if (await this.#store.replaceAdminPasswordHash(admin.id, admin.passwordHash, upgraded)) {
-        // The stored hashes moved: the decoy follows them (after any refresh already under way).
+        // The stored hashes moved: the decoy follows them (after any refresh already under way),
+        // before this login's token: once per admin after a settings change, and the next unknown
+        // email is then sure to cost what the upgraded hashes cost.
         await this.#makingDecoy;
         await this.#remakeDecoy();
       }

@@ -5,7 +5,7 @@ export const serveCommand: Command = {
   summary: 'Run the gateway (what `npm start` runs).',
   synopsis: '',
   description: [
-    'Configured by environment variables only (see the README, "Configuration", or',
+    'Configured by environment variables only (see docs/configuration.md, or',
     '`gatehouse config check`). Stops cleanly on SIGTERM or SIGINT.',
   ],
   options: {},

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { parseDurationMs, parseDurationSeconds } from './duration.ts';
 
-/** Licensed features a deployment may enable (spec §5.6). */
+/** Licensed features a deployment may enable (docs/api-keys.md, "Decisions where the spec is silent": licensed-feature scopes). */
 export const LICENSED_FEATURES = ['events', 'recall', 'custom_tools', 'orchestrate'] as const;
 export type LicensedFeature = (typeof LICENSED_FEATURES)[number];
 
@@ -66,7 +66,7 @@ const featureList = z.string().transform((text, ctx) => {
 });
 const optional = <T extends z.ZodType>(schema: T) => schema.optional();
 
-/** Every environment variable Gatehouse reads, with its default; see interface.md. An empty value counts as unset. */
+/** Every environment variable Gatehouse reads, with its default; see docs/configuration.md. An empty value counts as unset. */
 export const envSchema = z.object({
   PORT: port.default(DEFAULTS.PORT),
   HOST: z.string().min(1).default(DEFAULTS.HOST),

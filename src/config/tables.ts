@@ -8,7 +8,7 @@ import type { LicensedFeature } from './env.ts';
 /**
  * The route table (`config/routes.yaml`) and the MCP tool table (`config/mcp-tools.yaml`):
  * read once at start, validated, and returned as frozen, typed data that the policy
- * compiles (interface.md, "Everything else is proxied, after authorization").
+ * compiles (docs/configuration.md, "The tables in config/").
  */
 
 export const ROUTES_FILE = 'routes.yaml';

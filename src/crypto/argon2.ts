@@ -86,6 +86,17 @@ export class Argon2Hasher {
     });
   }
 
+  /**
+   * Whether a login job would be taken now rather than refused. A cheap look before a login's
+   * store read: a flood of logins is shed here without a query each; the lane itself still
+   * decides, since the queue may fill while the store answers.
+   */
+  loginLaneHasRoom(): boolean {
+    const room = this.#running < this.#options.concurrency || this.#loginWaiting.length < this.#loginQueueLimit;
+    if (!room) this.#stats.loginRefusals++;
+    return room;
+  }
+
   /** Login lane, with the given parameters (default: the current ones). */
   hashLogin(secret: string, params: Argon2Params = this.params): Promise<string | Argon2Busy> {
     return this.#onLoginLane(() => hashWith(secret, params));

@@ -6,7 +6,7 @@ import { GatewayError } from './errors.ts';
 
 /**
  * Admin-only endpoints accept an admin session token and nothing else: an API key is a 401
- * `wrong_credential_type` whatever its scopes (spec §1), decided by its shape alone.
+ * `wrong_credential_type` whatever its scopes (docs/api-keys.md), decided by its shape alone.
  */
 export async function requireAdmin(request: FastifyRequest, sessions: SessionTokens): Promise<AdminPrincipal> {
   const credential = extractBearer(request.headers.authorization);

@@ -1,7 +1,7 @@
 /**
  * The one error type of the gateway. Handlers and the decision throw or return
  * a code; `problemFor` is the single place that turns a code into a status,
- * headers and body (interface.md, "Refusals").
+ * headers and body (docs/security.md, "Refusals"; RFC 9457).
  */
 export const ERROR_CODES = {
   missing_credential: { status: 401, title: 'Missing credential' },

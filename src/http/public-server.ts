@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 
-/** What a client may hold on the public listener (README, "Holding under abuse"). */
+/** What a client may hold on the public listener (docs/security.md, "Holding under abuse"). */
 export interface ConnectionLimits {
   /** `HEADERS_TIMEOUT`: the request's header section must arrive within this. */
   headersTimeoutMs: number;

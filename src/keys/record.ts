@@ -5,7 +5,7 @@ export const KEY_STATUSES = ['active', 'expired', 'revoked'] as const;
 export type KeyStatus = (typeof KEY_STATUSES)[number];
 
 /**
- * The API key record of the spec (§2), plus `status` and `created_at` (interface.md). Never
+ * The API key record, plus `status` and `created_at` (docs/api-keys.md). Never
  * `key`. The schema is the OpenAPI description of every record the API answers with.
  */
 export const apiKeyRecordSchema = z.strictObject({

@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Store } from '../store/store.ts';
 
-/** `last_used_at` must show within 5 s of a use (interface.md); one write a second leaves room for a slow one. */
+/** `last_used_at` must show within 5 s of a use (docs/api-keys.md); one write a second leaves room for a slow one. */
 export const DEFAULT_USAGE_FLUSH_INTERVAL_MS = 1_000;
 /**
  * The embedded store writes on the event loop's own thread, 13–15 µs a key in PGlite's WASM
@@ -27,7 +27,7 @@ export interface UsageRecorderOptions {
 }
 
 /**
- * Write-behind of `last_used_at` (architecture.md, "last_used_at"): a use is one Map write on
+ * Write-behind of `last_used_at` (docs/adr/0006-api-keys-fillfactor.md): a use is one Map write on
  * the request path; a timer writes the latest use of every key, USAGE_WRITE_CHUNK keys per
  * `recordKeyUses` call. A failed write keeps its unwritten uses for the next try.
  */

@@ -9,7 +9,6 @@ export interface FailureLimiter {
   /** Seconds until the subject may try again, or 0 when it is not blocked. */
   blockedFor(subject: string): Promise<number>;
   recordFailure(subject: string): Promise<void>;
-  reset(subject: string): Promise<void>;
   /**
    * Counts one failure for every subject at once, before the attempt is checked, unless one of
    * them is already at the limit: then nothing is counted and the answer is the seconds to wait.
@@ -63,11 +62,6 @@ export class MemoryFailureLimiter implements FailureLimiter {
 
   recordFailure(subject: string): Promise<void> {
     this.#count(subject);
-    return Promise.resolve();
-  }
-
-  reset(subject: string): Promise<void> {
-    this.#windows.delete(subject);
     return Promise.resolve();
   }
 

@@ -2,8 +2,8 @@ import { GatewayError } from '../http/errors.ts';
 
 /**
  * A JSON-RPC body posted to an MCP path, read strictly: the gateway decides on what it
- * parsed and the upstream receives exactly that, re-serialised (architecture.md,
- * "Proxying"). Anything two JSON parsers could read differently is refused instead:
+ * parsed and the upstream receives exactly that, re-serialised
+ * (docs/adr/0005-re-serialise-mcp-messages.md). Anything two JSON parsers could read differently is refused instead:
  * duplicate object keys at any depth (first-wins and last-wins parsers disagree on them),
  * bytes that are not UTF-8, a byte-order mark, a Content-Type or Content-Encoding the
  * upstream might decode in another way.

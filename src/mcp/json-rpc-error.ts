@@ -1,8 +1,8 @@
 import { GatewayError, problemFor, type ErrorCode } from '../http/errors.ts';
 
 /**
- * How a refusal looks on an MCP path once the key may use MCP at all (interface.md,
- * "Refusals"): the HTTP status and `WWW-Authenticate` of the problem+json answer, with a
+ * How a refusal looks on an MCP path once the key may use MCP at all (docs/mcp.md,
+ * "What a denial looks like"): the HTTP status and `WWW-Authenticate` of the problem+json answer, with a
  * JSON-RPC error response as the body, answering the refused message's `id`, and the
  * stable code in `error.data.code`.
  */

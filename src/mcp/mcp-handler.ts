@@ -13,7 +13,7 @@ import { noRouteMatches, presentedCredentialKind, type Authorization, type Autho
 import { takeHandOver } from '../proxy/hand-over.ts';
 import type { OpenStreams } from '../proxy/open-streams.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
-import type { Upstream, UpstreamResponse } from '../proxy/upstream.ts';
+import type { Upstream, UpstreamResponse, WholeAnswer } from '../proxy/upstream.ts';
 import { forwardContextOf, upstreamHeaderRewriter } from '../proxy/upstream-headers.ts';
 import { toolsListIdsOf } from './answer-inspection.ts';
 import { assertJsonBodyHeaders, parseJsonRpcBody, type JsonRpcBody } from './json-rpc-body.ts';
@@ -95,7 +95,7 @@ interface Exchange {
  * checked before any body is read, every posted JSON-RPC message is decided before anything
  * reaches the tool server, the upstream receives the authorized messages re-serialised,
  * sessions are bound to the key that opened them, and `tools/list` results are filtered
- * (interface.md, "MCP tools and scopes"). Past the credential check every refusal is a
+ * (docs/mcp.md). Past the credential check every refusal is a
  * JSON-RPC error.
  */
 export function createMcpHandler(options: McpOptions): McpHandler {
@@ -292,11 +292,28 @@ export function createMcpHandler(options: McpOptions): McpHandler {
       (error) => failReply(exchange, error),
       (statusCode, headers) => {
         if (!changesSession(exchange, statusCode, headers) && hasNoBody(statusCode, headers)) return undefined;
-        return (answer) => {
-          respond(exchange, answer).catch((error: unknown) => {
-            answer.body.destroy();
-            failReply(exchange, error);
-          });
+        // An event stream is filtered as it comes; anything else is read whole (no stream between) and checked.
+        if (answerTypeOf(headers['content-type']) === 'event-stream') {
+          return (answer) => {
+            respondStream(exchange, answer).catch((error: unknown) => {
+              answer.body.destroy();
+              failReply(exchange, error);
+            });
+          };
+        }
+        return {
+          maxBytes: maxFiltered,
+          whole: (answer) => {
+            if (answer instanceof GatewayError) {
+              failReply(exchange, answer);
+              return;
+            }
+            try {
+              respondWhole(exchange, answer);
+            } catch (error) {
+              failReply(exchange, error);
+            }
+          },
         };
       },
     );
@@ -320,47 +337,65 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     return statusCode === 404 || (exchange.request.method === 'DELETE' && statusCode < 300);
   }
 
-  /** Session bookkeeping, then the body: an event stream filtered as it comes, anything else read and checked whole. */
-  async function respond(exchange: Exchange, answer: UpstreamResponse): Promise<void> {
+  /** Binds the session the answer opens, or unbinds the one it ends (Streamable HTTP). */
+  async function bookSession(exchange: Exchange, statusCode: number, headers: IncomingHttpHeaders): Promise<void> {
+    if (exchange.transport !== 'streamable') return;
+    if (exchange.session === undefined && headers['mcp-session-id'] !== undefined && statusCode < 300) {
+      const issued = headerValue(headers['mcp-session-id']);
+      if (issued === undefined || !isSessionId(issued) || !(await bindings.bind(streamableBinding(issued), exchange.principal.keyId))) {
+        throw new GatewayError('upstream_unavailable', 'The upstream issued an MCP session id that cannot be bound');
+      }
+    } else if (exchange.session !== undefined && (statusCode === 404 || (exchange.request.method === 'DELETE' && statusCode < 300))) {
+      await bindings.unbind(exchange.session);
+    }
+  }
+
+  /** An event stream: the session booked, then its events filtered as they come. */
+  async function respondStream(exchange: Exchange, answer: UpstreamResponse): Promise<void> {
     const { statusCode, headers } = answer;
     const { response, requestId } = exchange;
-    if (exchange.transport === 'streamable') {
-      const issued = headerValue(headers['mcp-session-id']);
-      if (exchange.session === undefined && headers['mcp-session-id'] !== undefined && statusCode < 300) {
-        if (issued === undefined || !isSessionId(issued) || !(await bindings.bind(streamableBinding(issued), exchange.principal.keyId))) {
-          throw new GatewayError('upstream_unavailable', 'The upstream issued an MCP session id that cannot be bound');
-        }
-      } else if (exchange.session !== undefined && (statusCode === 404 || (exchange.request.method === 'DELETE' && statusCode < 300))) {
-        await bindings.unbind(exchange.session);
-      }
+    await bookSession(exchange, statusCode, headers);
+    if (!isIdentityEncoding(headers['content-encoding'])) {
+      throw new GatewayError('upstream_unavailable', 'The upstream sent an encoded event stream the gateway cannot inspect');
     }
-    if (hasNoBody(statusCode, headers)) {
-      writeAnswerHead(response, statusCode, headers, requestId);
-      response.end();
+    if (exchange.request.method !== 'GET') {
+      // A POST answered with a stream: cut with the key's other streams, but not counted, as a
+      // client may have many requests answered at once (the GET that opened a stream was booked).
+      const release = options.streams.open(exchange.principal, () => response.destroy(), undefined, false);
+      if (release !== undefined) response.once('close', release);
+    }
+    writeAnswerHead(response, statusCode, headers, requestId);
+    response.removeHeader('content-length');
+    streamEvents(exchange, answer, allowedTools(exchange.principal, options.licence, options.tables));
+  }
+
+  /** Any other answer, read whole: the session booked (only when it changes: no promise otherwise), then checked and sent. */
+  function respondWhole(exchange: Exchange, answer: WholeAnswer): void {
+    const send = () => {
+      const toolsListIds = exchange.body === undefined ? NO_IDS : toolsListIdsOf(exchange.body.messages);
+      const allowed = allowedTools(exchange.principal, options.licence, options.tables);
+      sendCheckedAnswer(exchange.response, exchange.requestId, answer, { rules: { allowed, toolsListIds }, acknowledgements: exchange.transport === 'messages' });
+    };
+    if (!changesSession(exchange, answer.statusCode, answer.headers)) {
+      send();
       return;
     }
-    const allowed = allowedTools(exchange.principal, options.licence, options.tables);
-    if (answerTypeOf(headers['content-type']) === 'event-stream') {
-      if (!isIdentityEncoding(headers['content-encoding'])) {
-        throw new GatewayError('upstream_unavailable', 'The upstream sent an encoded event stream the gateway cannot inspect');
-      }
-      writeAnswerHead(response, statusCode, headers, requestId);
-      response.removeHeader('content-length');
-      streamEvents(exchange, answer, allowed);
-      return;
-    }
-    const toolsListIds = exchange.body === undefined ? NO_IDS : toolsListIdsOf(exchange.body.messages);
-    await sendCheckedAnswer(response, requestId, answer, { rules: { allowed, toolsListIds }, maxBytes: maxFiltered, acknowledgements: exchange.transport === 'messages' });
+    bookSession(exchange, answer.statusCode, answer.headers).then(send).catch((error: unknown) => failReply(exchange, error));
   }
 
   function streamEvents(exchange: Exchange, answer: UpstreamResponse, allowed: ReadonlySet<string>): void {
     const keyId = exchange.principal.keyId;
     let legacySession: string | undefined;
+    let dropped = 0;
     const filter = createSseFilter({
       allowed,
       // A POST's stream answers the posted requests only; a GET's may carry answers to any (a resumed stream, the legacy transport).
       toolsListIds: exchange.body === undefined ? undefined : toolsListIdsOf(exchange.body.messages),
-      onDropped: (reason) => log.warn({ reqId: exchange.requestId, reason }, 'An event of the upstream was not passed on'),
+      // The first drop is logged with its reason; the rest are counted and logged once when the
+      // stream ends, so an upstream sending bad events cannot flood the log.
+      onDropped: (reason) => {
+        if (dropped++ === 0) log.warn({ reqId: exchange.requestId, reason }, 'An event of the upstream was not passed on');
+      },
       ...(exchange.transport === 'sse'
         ? {
             onEndpoint: async (data: string) => {
@@ -382,6 +417,7 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     exchange.response.flushHeaders();
     pipeline(answer.body, filter, exchange.response, () => {
       clearInterval(refresh);
+      if (dropped > 1) log.warn({ reqId: exchange.requestId, dropped }, 'Events of the upstream were not passed on');
       // The legacy session ends with its stream.
       if (legacySession !== undefined) bindings.unbind(legacySession).catch(() => {});
     });

@@ -1,5 +1,5 @@
 /**
- * Which API key opened which MCP session (interface.md: an `Mcp-Session-Id`, or a legacy
+ * Which API key opened which MCP session (docs/mcp.md, "Sessions": an `Mcp-Session-Id`, or a legacy
  * `sessionId`, is bound to the key that opened it; another key presenting it is refused
  * with 403 session_mismatch). Implementations: in memory (one replica) and Redis
  * (`redis-session-bindings.ts`, shared by replicas when REDIS_URL is set).

@@ -1,6 +1,6 @@
 /**
- * `tools/list` results are filtered to the tools the key may call (interface.md, "MCP
- * tools and scopes"). A result is recognised by its shape, not by remembering request ids:
+ * `tools/list` results are filtered to the tools the key may call (docs/mcp.md, "What
+ * is inspected"). A result is recognised by its shape, not by remembering request ids:
  * a JSON-RPC success response whose `result.tools` is an array. That also covers results
  * delivered on a stream other than the request's (the legacy transport answers every POST
  * on its GET stream). An entry that is not an object with a string `name` is dropped.

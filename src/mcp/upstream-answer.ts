@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import { GatewayError } from '../http/errors.ts';
 import { isEndToEndResponseHeader } from '../proxy/upstream-headers.ts';
 import { inspectAnswerBytes, type AnswerRules } from './answer-inspection.ts';
@@ -7,7 +6,7 @@ import { answerTypeOf } from './media-type.ts';
 
 /**
  * An upstream answer on an MCP path that is not an event stream: read whole (up to a bound),
- * checked, and only then sent (interface.md, "Holding under abuse": odd upstream answers).
+ * checked, and only then sent (docs/security.md, "Holding under abuse": odd upstream answers).
  *  - no body (204, 304, `Content-Length: 0`, or a body that turns out empty): passed on as it is;
  *  - JSON: inspected (`answer-inspection.ts`) and sent re-serialised, as `application/json`;
  *  - anything else, or an encoded body: `502 upstream_unavailable` — except, on the legacy
@@ -19,13 +18,12 @@ import { answerTypeOf } from './media-type.ts';
 export interface CheckedAnswer {
   readonly statusCode: number;
   readonly headers: IncomingHttpHeaders;
-  readonly body: Readable;
+  /** The whole body, as received (at most the bound the reader was given: `readWhole`). */
+  readonly body: Buffer;
 }
 
 export interface CheckedAnswerOptions {
   readonly rules: AnswerRules;
-  /** Largest body read, in bytes; a larger one is a 502. */
-  readonly maxBytes: number;
   /** The legacy messages path, where a plain-text acknowledgement may pass. */
   readonly acknowledgements: boolean;
 }
@@ -44,14 +42,13 @@ export function writeAnswerHead(response: ServerResponse, statusCode: number, he
   response.setHeader('x-request-id', requestId);
 }
 
-/** Reads, checks and sends the answer; rejects (nothing sent) with a GatewayError when it cannot be passed on. */
-export async function sendCheckedAnswer(response: ServerResponse, requestId: string, answer: CheckedAnswer, options: CheckedAnswerOptions): Promise<void> {
+/** Checks and sends the answer; throws (nothing sent) a GatewayError when it cannot be passed on. */
+export function sendCheckedAnswer(response: ServerResponse, requestId: string, answer: CheckedAnswer, options: CheckedAnswerOptions): void {
   const { statusCode, headers } = answer;
   const type = answerTypeOf(headers['content-type']);
-  // Nothing to inspect in a type the gateway does not read: refused before reading, unless it may be an acknowledgement.
-  const declared = headers['content-length'];
-  if (type === 'other' && !options.acknowledgements && declared !== undefined && declared !== '0') throw cannotInspect(statusCode, headers);
-  const bytes = await readBody(answer.body, options.maxBytes);
+  // Nothing to inspect in a type the gateway does not read, unless it may be an acknowledgement.
+  if (type === 'other' && !options.acknowledgements && answer.body.length > 0) throw cannotInspect(statusCode, headers);
+  const bytes = answer.body;
   if (bytes.length === 0) {
     writeAnswerHead(response, statusCode, headers, requestId);
     response.end();
@@ -69,7 +66,13 @@ export async function sendCheckedAnswer(response: ServerResponse, requestId: str
     body = bytes;
   } else throw cannotInspect(statusCode, headers);
   writeAnswerHead(response, statusCode, headers, requestId);
+  // What was checked is what the client is told it gets: JSON as JSON, an acknowledgement as plain
+  // text whatever the upstream called it (never HTML a browser would render, nor sniffed as such).
   if (type === 'json') response.setHeader('content-type', 'application/json');
+  else {
+    response.setHeader('content-type', 'text/plain; charset=utf-8');
+    response.setHeader('x-content-type-options', 'nosniff');
+  }
   response.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.length);
   response.end(body);
 }
@@ -98,25 +101,4 @@ export function isIdentityEncoding(value: string | string[] | undefined): boolea
   if (typeof value !== 'string') return false;
   const text = value.trim().toLowerCase();
   return text === '' || text === 'identity';
-}
-
-/** The whole body, or a 502 past `limit` bytes (the upstream request is aborted). */
-function readBody(body: Readable, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        body.off('data', onData);
-        body.destroy();
-        reject(new GatewayError('upstream_unavailable', `The upstream's answer is larger than ${limit} bytes, more than the gateway inspects`));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    body.on('data', onData);
-    body.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-    body.once('error', reject);
-  });
 }

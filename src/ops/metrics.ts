@@ -5,8 +5,8 @@ import { VERSION } from '../version.ts';
 import { HotCounter, HotHistogram, LabelIndex } from './hot-metrics.ts';
 
 /*
- * Gatehouse metrics, served on OPS_PORT `/metrics` (interface.md). Base units, `gatehouse_`
- * prefix, and a fixed, small label set (style.md §8): every label value comes from a closed
+ * Gatehouse metrics, served on OPS_PORT `/metrics` (docs/monitoring.md). Base units, `gatehouse_`
+ * prefix, and a fixed, small label set (docs/monitoring.md: no key id, email or raw path is ever a label value): every label value comes from a closed
  * set (outcomes, error codes, route-table names, tiers), and anything else is folded into
  * `other` here, so no key id, email or raw path can ever become a series.
  *

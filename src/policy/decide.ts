@@ -10,7 +10,7 @@ export interface Allow {
   readonly allow: true;
 }
 
-/** A refusal, as a value (style.md §4). `status` is `ERROR_CODES[code].status`. */
+/** A refusal, as a value (docs/architecture.md, "One request, one direction"). `status` is `ERROR_CODES[code].status`. */
 export interface Deny {
   readonly allow: false;
   readonly code: ErrorCode;
@@ -48,7 +48,7 @@ export interface DecisionInput {
 export const ALLOW: Allow = Object.freeze({ allow: true });
 
 /**
- * Decides one request from data alone (architecture.md, "Decide"): the matched route, the
+ * Decides one request from data alone (docs/architecture.md, "One request, one direction"): the matched route, the
  * verified principal, the licence, the clock and, on MCP routes, the JSON-RPC messages.
  * Pure: no I/O, no clock read.
  */

@@ -6,6 +6,7 @@ import { decide, type Decision } from '../policy/decide.ts';
 import type { Principal } from '../policy/principal.ts';
 import type { CompiledRoute, RouteMatcher } from '../policy/routes.ts';
 import type { Tables } from '../config/tables.ts';
+import { UNKNOWN_CLAIMANT } from '../limits/probe-gate.ts';
 import type { KeyVerifier } from '../verify/key-verifier.ts';
 import { parseRequestTarget } from './request-target.ts';
 
@@ -104,7 +105,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
     const { route, params } = match;
     const credential = extractBearer(request.headers.authorization);
     if (route.credential === 'none') return decideFor(route, params, null);
-    const principal = principalOf(credential, route.credential);
+    const principal = principalOf(credential, route.credential, request);
     return principal instanceof Promise ? principal.then((verified) => decideFor(route, params, verified)) : decideFor(route, params, principal);
   }
 
@@ -116,8 +117,12 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
     return { route, principal };
   }
 
-  /** Verifies the credential the route expects; the other kind is refused by its shape, with no I/O. */
-  function principalOf(credential: BearerCredential, expected: 'api_key' | 'admin'): Principal | null | Promise<Principal> {
+  /**
+   * Verifies the credential the route expects; the other kind is refused by its shape, with no I/O.
+   * An uncached key is verified on behalf of the client's address: a throttled prefix's one verify
+   * a second goes round the addresses asking (docs/security.md, "Guesses behind a real key's prefix").
+   */
+  function principalOf(credential: BearerCredential, expected: 'api_key' | 'admin', request: IncomingMessage): Principal | null | Promise<Principal> {
     switch (credential.kind) {
       case 'none':
         return null;
@@ -125,7 +130,7 @@ export function createAuthorizer(deps: AuthorizerDeps): (request: IncomingMessag
         throw new GatewayError('invalid_credential', 'The bearer token is neither an API key nor an admin token');
       case 'api_key':
         if (expected !== 'api_key') throw new GatewayError('wrong_credential_type', 'This route needs an admin session token, not an API key');
-        return verifier.tryVerifyCached(credential.token) ?? verifier.verify(credential.token);
+        return verifier.tryVerifyCached(credential.token) ?? verifier.verify(credential.token, request.socket.remoteAddress ?? UNKNOWN_CLAIMANT);
       case 'jwt':
         if (expected !== 'admin') throw new GatewayError('wrong_credential_type', 'This route needs an API key, not an admin session token');
         return sessions.verifyCached(credential.token) ?? sessions.verify(credential.token);

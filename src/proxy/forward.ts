@@ -83,7 +83,8 @@ export function createForwarder(options: Pick<ForwardOptions, 'upstream' | 'forw
     upstream.relay(
       response,
       requestId,
-      { method: request.method!, path: request.url!, headers, body: bodyOf(request, bodyLimit), route: route.name, stream },
+      // Not booked as a stream, yet answered with one: booked on arrival (`principal`).
+      { method: request.method!, path: request.url!, headers, body: bodyOf(request, bodyLimit), route: route.name, stream, principal },
       refuse,
       undefined,
       reply,

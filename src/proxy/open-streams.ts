@@ -17,6 +17,8 @@ export type ReleaseStream = () => void;
 interface OpenStream {
   /** `api_key:<id>` or `admin:<id>`. */
   readonly credential: string;
+  /** Counts towards the credential's cap (`open`'s `counted`). */
+  readonly counted: boolean;
   readonly close: CloseStream;
   /** Fires at the credential's expiry; cleared when the stream ends. */
   expiry: NodeJS.Timeout | undefined;
@@ -42,6 +44,8 @@ export class OpenStreams {
   readonly #max: number;
   readonly #now: () => Date;
   readonly #byCredential = new Map<string, Set<OpenStream>>();
+  /** Streams counted towards each credential's cap, for the credentials that hold any. */
+  readonly #counted = new Map<string, number>();
   /** The last evictions (key id, when), newest last: see `open`'s `authorizedSince`. */
   readonly #recent: Array<{ keyId: number; at: number }> = [];
   #open = 0;
@@ -66,9 +70,12 @@ export class OpenStreams {
    * a key evicted since then may have been allowed on its old state, so the stream is closed
    * at once, as it would have been had it opened a moment earlier; so is one whose credential
    * expired meanwhile. Undefined is returned then, and the caller sends nothing upstream.
-   * An anonymous request (a public route) is not booked.
+   * An anonymous request (a public route) is not booked. `counted: false` books a stream only
+   * to cut it when its credential ends, outside the cap: the event-stream answer to an MCP
+   * `POST`, which lasts as long as the requests it answers, and which a client may send many
+   * of at once.
    */
-  open(principal: Principal | null, close: CloseStream, authorizedSince?: number): ReleaseStream | undefined {
+  open(principal: Principal | null, close: CloseStream, authorizedSince?: number, counted = true): ReleaseStream | undefined {
     if (principal === null) return noRelease;
     if (principal.kind === 'api_key' && authorizedSince !== undefined && this.#evictedSince(principal.keyId, authorizedSince)) {
       close();
@@ -81,16 +88,18 @@ export class OpenStreams {
       return undefined;
     }
     const credential = credentialOf(principal);
-    let streams = this.#byCredential.get(credential);
-    if (streams !== undefined && streams.size >= this.#max) {
+    const held = this.#counted.get(credential) ?? 0;
+    if (counted && held >= this.#max) {
       throw new GatewayError('too_many_streams', `This credential already holds ${this.#max} open streams; close one first`);
     }
+    let streams = this.#byCredential.get(credential);
     if (streams === undefined) {
       streams = new Set();
       this.#byCredential.set(credential, streams);
     }
-    const stream: OpenStream = { credential, close, expiry: undefined };
+    const stream: OpenStream = { credential, counted, close, expiry: undefined };
     streams.add(stream);
+    if (counted) this.#counted.set(credential, held + 1);
     this.#open++;
     if (expiresAt !== undefined) this.#closeAt(stream, expiresAt);
     let released = false;
@@ -133,6 +142,11 @@ export class OpenStreams {
     const streams = this.#byCredential.get(credential);
     if (streams === undefined || !streams.delete(stream)) return;
     this.#open--;
+    if (stream.counted) {
+      const held = this.#counted.get(credential)! - 1;
+      if (held === 0) this.#counted.delete(credential);
+      else this.#counted.set(credential, held);
+    }
     clearTimeout(stream.expiry);
     stream.expiry = undefined;
     if (streams.size === 0) this.#byCredential.delete(credential);

@@ -3,6 +3,8 @@ import { Readable, type Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../http/errors.ts';
+import type { Principal } from '../policy/principal.ts';
+import type { OpenStreams } from './open-streams.ts';
 import { UpstreamDeadlines, type AwaitingHeaders } from './upstream-deadlines.ts';
 import { clientResponseHeaders } from './upstream-headers.ts';
 
@@ -23,6 +25,8 @@ export interface UpstreamOptions {
   streamConnections?: number;
   /** Told of every upstream exchange: the route name, the status or how it failed, and its duration. */
   observed?: (route: string, status: UpstreamStatus, seconds: number) => void;
+  /** Where an answer that turns out to be an event stream is booked against its credential (see `UpstreamRequest.principal`). */
+  streams?: OpenStreams;
 }
 
 /** One request for the upstream, already authorized. */
@@ -37,6 +41,12 @@ export interface UpstreamRequest {
   route: string;
   /** A long-lived answer (an event stream): sent on the streams' own connections, never the ordinary ones. */
   stream?: boolean;
+  /**
+   * Who sent a request not booked as a stream: if its answer turns out to be an event stream
+   * after all (the request did not say it wanted one), the answer is booked against this
+   * credential's cap then, and cut when the credential ends. Undefined: never booked.
+   */
+  principal?: Principal | null;
 }
 
 export interface UpstreamResponse {
@@ -48,12 +58,29 @@ export interface UpstreamResponse {
 /** Called when the upstream fails before anything was sent to the client: answer it (502, 504, 413). */
 export type Refuse = (error: GatewayError) => void;
 
+/** A taken-over answer read whole. */
+export interface WholeAnswer {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/**
+ * Takes a whole answer over: its body is collected as it arrives, with no stream in between,
+ * and `whole` is called once with it, or with the failure (a body over `maxBytes` is a 502 and
+ * the upstream request is aborted). Not called when the client left first.
+ */
+export interface TakeWhole {
+  readonly maxBytes: number;
+  whole(answer: WholeAnswer | GatewayError): void;
+}
+
 /**
  * Looks at the upstream's status and headers before anything is sent: undefined to relay the
- * response as it is, or a function that takes the response over (its body as a stream) and
- * answers the client itself.
+ * response as it is, or a take-over that answers the client itself: a function given the body
+ * as a stream, or a `TakeWhole` given the body read whole.
  */
-export type Inspect = (statusCode: number, headers: IncomingHttpHeaders) => ((response: UpstreamResponse) => void) | undefined;
+export type Inspect = (statusCode: number, headers: IncomingHttpHeaders) => ((response: UpstreamResponse) => void) | TakeWhole | undefined;
 
 /** Connections for ordinary requests, and for streams, unless configured. */
 export const DEFAULT_UPSTREAM_CONNECTIONS = 128;
@@ -78,6 +105,7 @@ export class Upstream {
   readonly #streamPool: Pool;
   readonly #deadlines: UpstreamDeadlines;
   readonly #observed: UpstreamOptions['observed'];
+  readonly #streams: OpenStreams | undefined;
   readonly #tunnels = new Set<Duplex>();
   #closing = false;
 
@@ -97,6 +125,7 @@ export class Upstream {
     this.#streamPool = pool(options.streamConnections ?? DEFAULT_STREAM_CONNECTIONS);
     this.#deadlines = new UpstreamDeadlines(options.timeoutMs);
     this.#observed = options.observed;
+    this.#streams = options.streams;
   }
 
   /**
@@ -110,6 +139,7 @@ export class Upstream {
     const relay = new Relay(this, response as RelayedResponse, requestId, reply, request.route, refuse, inspect);
     relay.response[kRelay] = relay;
     if (request.body instanceof Readable) relay.requestBody = request.body;
+    if (request.stream !== true) relay.principal = request.principal;
     response.once('close', onClientClose);
     this.#deadlines.start(relay, relay.started);
     (request.stream === true ? this.#streamPool : this.#pool).dispatch(
@@ -143,6 +173,31 @@ export class Upstream {
     this.endTunnels();
     this.#deadlines.close();
     await Promise.all([this.#pool.destroy(), this.#streamPool.destroy()]);
+  }
+
+  /**
+   * An answer that turned out to be an event stream, though its request was not booked as
+   * one: booked now, so the credential's cap holds and ending the credential cuts it. Over the
+   * cap, the exchange is aborted and refused (`too_many_streams`) before anything is sent.
+   * False when the answer must not be relayed.
+   */
+  bookLateStream(relay: Relay, controller: Dispatcher.DispatchController): boolean {
+    const streams = this.#streams;
+    if (streams === undefined || relay.principal === undefined) return true;
+    const response = relay.response;
+    let release;
+    try {
+      release = streams.open(relay.principal, () => response.destroy());
+    } catch (error) {
+      relay.done = true;
+      controller.abort(ENDED_UNSENT);
+      this.observe(relay.route, relay.status, relay.started);
+      relay.refuse(error as GatewayError);
+      return false;
+    }
+    if (release === undefined) return false;
+    response.once('close', release);
+    return true;
   }
 
   /** The wait for `relay`'s response headers is over. */
@@ -189,8 +244,8 @@ interface RelayedResponse extends ServerResponse {
 
 /** Why a relay was aborted from our side: the client left. */
 const CLIENT_GONE = new Error('The client closed the connection');
-/** Why a relay answered 504 while it waited for a connection is dropped once it has one. */
-const TIMED_OUT = new Error('The request was answered 504 before it was sent');
+/** Why a relay that ended while it waited for a connection (answered 504, or its client left) is dropped once it has one. */
+const ENDED_UNSENT = new Error('The exchange ended before the request was sent');
 
 /**
  * One relayed exchange, as an undici dispatch handler: no promise, stream or closure per
@@ -213,10 +268,17 @@ class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
   /** The exchange is over (ended, failed or upgraded). */
   done = false;
   draining = false;
-  /** The body, when `inspect` took the response over. */
+  /** The body, when `inspect` took the response over as a stream. */
   body: UpstreamBody | undefined = undefined;
+  /** When `inspect` took the response over whole: where it goes, and what arrived so far. */
+  whole: TakeWhole | undefined = undefined;
+  headers: IncomingHttpHeaders | undefined = undefined;
+  chunks: Buffer[] | undefined = undefined;
+  size = 0;
   /** The request's body when it streams from the client (not held in memory). */
   requestBody: Readable | undefined = undefined;
+  /** Who sent it, when an event-stream answer is to be booked on arrival (`UpstreamRequest.principal`). */
+  principal: Principal | null | undefined = undefined;
   // AwaitingHeaders: linked into the upstream's deadlines until the response headers arrive.
   since = 0;
   previous: AwaitingHeaders | undefined = undefined;
@@ -246,7 +308,7 @@ class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     // Answered 504 while it waited for a connection, or the client left: nothing is sent.
-    if (this.done) controller.abort(TIMED_OUT);
+    if (this.done) controller.abort(ENDED_UNSENT);
     else if (this.response.destroyed) controller.abort(CLIENT_GONE);
   }
 
@@ -278,16 +340,36 @@ class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
     this.upstream.answered(this);
     this.status = statusCode;
     const takeOver = this.inspect?.(statusCode, headers);
-    if (takeOver !== undefined) {
+    if (typeof takeOver === 'function') {
       this.body = new UpstreamBody(controller);
       takeOver({ statusCode, headers, body: this.body });
       return;
     }
+    if (takeOver !== undefined) {
+      this.whole = takeOver;
+      this.headers = headers;
+      this.chunks = [];
+      return;
+    }
+    if (this.principal !== undefined && isEventStream(headers['content-type']) && !this.upstream.bookLateStream(this, controller)) return;
     this.reply?.hijack();
     this.response.writeHead(statusCode, clientResponseHeaders(headers, this.requestId));
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.chunks !== undefined) {
+      this.size += chunk.length;
+      if (this.size <= this.whole!.maxBytes) {
+        this.chunks.push(chunk);
+        return;
+      }
+      this.done = true;
+      this.chunks = [];
+      controller.abort(ENDED_UNSENT);
+      this.upstream.observe(this.route, 'error', this.started);
+      this.whole!.whole(new GatewayError('upstream_unavailable', `The upstream's answer is larger than ${this.whole!.maxBytes} bytes, more than the gateway inspects`));
+      return;
+    }
     if (this.body !== undefined) {
       if (!this.body.push(chunk)) controller.pause();
       return;
@@ -303,6 +385,13 @@ class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
 
   onResponseEnd(): void {
     this.done = true;
+    const chunks = this.chunks;
+    if (chunks !== undefined) {
+      this.upstream.observe(this.route, this.status, this.started);
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
+      this.whole!.whole({ statusCode: this.status, headers: this.headers!, body });
+      return;
+    }
     if (this.body !== undefined) this.body.push(null);
     else this.response.end();
     this.upstream.observe(this.route, this.status, this.started);
@@ -316,6 +405,11 @@ class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
       // Whoever took the response over sees the failure on its stream.
       this.body.destroy(error);
       this.upstream.observe(this.route, error === CLIENT_GONE ? this.status : 'error', this.started);
+      return;
+    }
+    if (this.whole !== undefined) {
+      this.upstream.observe(this.route, error === CLIENT_GONE ? this.status : 'error', this.started);
+      if (error !== CLIENT_GONE) this.whole.whole(upstreamError(error));
       return;
     }
     if (error === CLIENT_GONE) {
@@ -378,11 +472,27 @@ class UpstreamBody extends Readable {
 
 function onClientClose(this: RelayedResponse): void {
   const relay = this[kRelay];
-  if (relay !== undefined && !relay.done) relay.controller?.abort(CLIENT_GONE);
+  if (relay === undefined || relay.done) return;
+  if (relay.controller !== undefined) {
+    relay.controller.abort(CLIENT_GONE);
+    return;
+  }
+  // Still waiting for a connection: over now, so its deadline neither answers a client that left
+  // nor counts an upstream timeout; undici drops it when a connection frees (`onRequestStart`).
+  relay.done = true;
+  relay.upstream.answered(relay);
 }
 
 function onClientDrain(this: RelayedResponse): void {
   this[kRelay]?.controller?.resume();
+}
+
+/** Whether a response's `Content-Type` is an event stream; the first character rules out the common answers at once. */
+function isEventStream(contentType: string | string[] | undefined): boolean {
+  if (typeof contentType !== 'string') return false;
+  const first = contentType.charCodeAt(0);
+  if (first !== 116 && first !== 84 && first !== 32 && first !== 9) return false;
+  return /^[ \t]*text\/event-stream[ \t]*(?:;|$)/i.test(contentType);
 }
 
 /** A GatewayError for an upstream failure: one the gateway raised itself (a body over the limit), 504 on the headers timeout, 502 otherwise. */

@@ -157,15 +157,6 @@ export class RedisFailureLimiter implements FailureLimiter {
     }
   }
 
-  async reset(subject: string): Promise<void> {
-    await this.#local.reset(subject);
-    try {
-      await this.#redis.del(this.#key(subject));
-    } catch (error) {
-      this.#onError(error);
-    }
-  }
-
   #key(subject: string): string {
     return this.#keyPrefix + createHash('sha256').update(subject).digest('base64url');
   }

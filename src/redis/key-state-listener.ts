@@ -17,7 +17,7 @@ export interface KeyStateListenerDeps {
  * stopped trusting its cache because its subscription lease lapsed (see RevocationBus).
  * Replicas without a live lease read state from the store on every request, so they need no
  * message. A replica that did not acknowledge in time is logged and counted, and
- * the answer goes out (architecture.md). A change that could not be published at all is
+ * the answer goes out (docs/adr/0003-revocation-barrier.md). A change that could not be published at all is
  * stored but unconfirmed: the caller gets 503 `store_unavailable` and may retry, because a
  * replica still subscribed to a Redis this one cannot reach would keep its cached state.
  */

@@ -5,7 +5,7 @@ import { DEFAULT_REDIS_PREFIX } from './identity-tier.ts';
 import { ReplicaRegistry, type Publication } from './replica-registry.ts';
 import type { RedisSigner } from './signer.ts';
 
-/** How long a barrier waits for acknowledgements before it answers anyway (architecture.md: "bounded, say 2 s"). */
+/** How long a barrier waits for acknowledgements before it answers anyway (docs/adr/0003-revocation-barrier.md: at most 2 s). */
 export const DEFAULT_BARRIER_TIMEOUT_MS = 2_000;
 /**
  * How long one proof of the subscription lets a replica trust its cached key state, counted
@@ -109,7 +109,7 @@ interface Proof {
 }
 
 /**
- * The revocation barrier (architecture.md, "Revocation that is really immediate").
+ * The revocation barrier (docs/adr/0003-revocation-barrier.md).
  *
  * `announce(keyId)` publishes `{keyId, nonce, origin}` on one channel and, in the same atomic
  * step, reads the registry of replicas; it then waits, within `timeoutMs`, for PUBLISH's count

@@ -3,7 +3,7 @@ import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 /**
  * A shared `identity` tier (Redis, across replicas): digest of a presented key → key id.
  * Keyed by HMAC-SHA256(server pepper, raw key), so the raw key never leaves process memory
- * (architecture.md, "Verification and caching"). A cache: a failure is treated as a miss.
+ * (docs/adr/0002-two-cache-tiers-and-proven-prefixes.md). A cache: a failure is treated as a miss.
  */
 export interface IdentityTier {
   get(digest: string): Promise<number | undefined>;

@@ -4,7 +4,7 @@ import type { ApiKeyRow } from '../store/store.ts';
 
 /**
  * What the `state` tier keeps per key id: the cheap facts that can change, and when to
- * re-read them. Small on purpose (performance.md: 100,000 cached keys within 200 MB).
+ * re-read them. Small on purpose (docs/performance.md, "Key cache size and memory": 100,000 cached keys within 200 MB).
  */
 export interface KeyState {
   /** Frozen and handed out as is on every request: no allocation on the cached path. */

@@ -4,7 +4,7 @@ import { isWellFormedKey, keyPrefixOf } from '../credentials/key-format.ts';
 import { GatewayError } from '../http/errors.ts';
 import type { UsageRecorder } from '../keys/usage-recorder.ts';
 import { MemoryFailureLimiter, type FailureLimiter } from '../limits/failure-limiter.ts';
-import { MemoryProbeGate, type ProbeGate } from '../limits/probe-gate.ts';
+import { MemoryProbeGate, UNKNOWN_CLAIMANT, type ProbeGate } from '../limits/probe-gate.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { ApiKeyRow, Store } from '../store/store.ts';
 import { Flights } from './flights.ts';
@@ -98,7 +98,7 @@ export interface KeyVerifierStats {
 }
 
 /**
- * Turns a presented API key into its principal (architecture.md, "Verification and caching").
+ * Turns a presented API key into its principal (docs/architecture.md, "Verification and caching"; docs/adr/0002-two-cache-tiers-and-proven-prefixes.md).
  *
  * Two in-process tiers: `identity` (raw key → key id, filled only by a successful argon2id
  * verify, never invalidated: that fact cannot change) and `state` (key id → revoked, scopes,
@@ -206,14 +206,15 @@ export class KeyVerifier {
    * The full path. Rejects with GatewayError: `invalid_credential` (malformed: no I/O and no
    * hash; unknown prefix; wrong secret), `revoked_credential`, `expired_credential`,
    * `rate_limited` (prefix throttled, with `retryAfter`), `store_unavailable` (never an allow).
+   * `claimant`: the client's address, whose turn a throttled prefix's one verify a second is taken by.
    */
-  async verify(rawKey: string): Promise<ApiKeyPrincipal> {
+  async verify(rawKey: string, claimant: string = UNKNOWN_CLAIMANT): Promise<ApiKeyPrincipal> {
     if (!isWellFormedKey(rawKey)) throw new GatewayError('invalid_credential', 'The API key is malformed');
     let keyId = this.#identity.get(rawKey);
     if (keyId === undefined) {
       this.#counts.identityMisses++;
       if (this.#recentlyRejected(rawKey)) throw invalidKey();
-      const resolved = await this.#identityFlights.run(rawKey, () => this.#resolveIdentity(rawKey));
+      const resolved = await this.#identityFlights.run(rawKey, () => this.#resolveIdentity(rawKey, claimant));
       // The row that was hashed against is the state too, unless an eviction came after its read.
       // Degraded, a joined flight's row may predate a revocation nobody told us of: read again.
       if (resolved.state !== undefined && resolved.evictionsAtRead === this.#evictions && !this.#degraded) {
@@ -293,7 +294,7 @@ export class KeyVerifier {
    * verify. The cheap tiers (the identity cache before this, the shared tier here) come first:
    * the throttle guards argon2 work only, so a key already verified anywhere is never throttled.
    */
-  async #resolveIdentity(rawKey: string): Promise<ResolvedIdentity> {
+  async #resolveIdentity(rawKey: string, claimant: string): Promise<ResolvedIdentity> {
     const shared = this.#shared;
     const digest = shared?.digester.digest(rawKey);
     if (shared !== undefined && digest !== undefined) {
@@ -305,7 +306,7 @@ export class KeyVerifier {
     }
 
     const prefix = keyPrefixOf(rawKey);
-    await this.#passThrottle(prefix);
+    await this.#passThrottle(prefix, claimant);
     // From the in-flight check to the increment without an await: concurrent guesses cannot all pass.
     this.#refuseIfInFlight(prefix);
     if (this.#provenPrefixes.has(prefix)) {
@@ -356,11 +357,11 @@ export class KeyVerifier {
    * here: then every other key of the prefix is wrong and the real one is served from memory,
    * so a guess must not spend the interval's one verify that another replica's real key may need.
    */
-  async #passThrottle(prefix: string): Promise<void> {
+  async #passThrottle(prefix: string, claimant: string): Promise<void> {
     const blockedFor = await this.#blockedFor(prefix);
     if (blockedFor === 0) return;
     if (this.#provenPrefixes.has(prefix)) throw this.#throttled('Too many failed attempts for this key prefix', blockedFor);
-    if (!(await this.#probe.tryPass(prefix))) throw this.#throttled('Too many failed attempts for this key prefix', 1);
+    if (!(await this.#probe.tryPass(prefix, claimant))) throw this.#throttled('Too many failed attempts for this key prefix', 1);
     this.#counts.probes++;
   }
 

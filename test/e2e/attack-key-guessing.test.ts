@@ -66,7 +66,7 @@ describe('attack: guessing secrets behind a real key prefix', () => {
     expect(statuses.get(429) ?? 0).toBeGreaterThan(9_000);
     expect(realStatuses.length).toBeGreaterThan(5);
     expect(realStatuses.every((status) => status === 200)).toBe(true);
-    // A hang detector, not a benchmark (performance.md has the real figure).
+    // A hang detector, not a benchmark (BENCHMARKS.md has the real figure).
     expect(Math.max(...realLatencies)).toBeLessThan(5000);
     expect(f.origin.received.every((received) => received.headers['x-auth-key-id'] !== undefined)).toBe(true);
     expect(f.origin.received).toHaveLength(realStatuses.length);

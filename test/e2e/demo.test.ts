@@ -63,7 +63,7 @@ describe('npm run demo', () => {
     await expect.poll(() => output, { timeout: 5_000 }).toMatch(/event agent=7 key=1 \d+ bytes/);
   });
 
-  it('the MCP lines answer as interface.md says: three tools listed, the unscoped call refused with 403', (context) => {
+  it('the MCP lines answer as docs/mcp.md says: three tools listed, the unscoped call refused with 403', (context) => {
     const run = sh([...commands.slice(0, 2), ...commands.slice(3)]);
     expect(run.status, run.stderr).toBe(0);
     if (run.stdout.includes('MCP requests are not forwarded by this version')) {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startProxyFixture, type ProxyFixture } from '../support/proxy-fixture.ts';
 import { postRpc, toolCall } from '../support/mcp.ts';
 
-// Huge JSON-RPC batches (interface.md, "Holding under abuse"): at most MCP_MAX_BATCH messages,
+// Huge JSON-RPC batches (docs/security.md, "Holding under abuse"): at most MCP_MAX_BATCH messages,
 // more is one small 400 — not one error per message (a 10,000-message batch of refused calls
 // was once answered with 3.3 MB of errors) — and nothing reaches the upstream.
 

@@ -5,7 +5,7 @@ import { startGateway, type GatewayProcess } from '../support/gateway-process.ts
 import { createKey, loginAdmin } from '../support/http.ts';
 import { MCP_ACCEPT, PROTOCOL_VERSION } from '../support/mcp.ts';
 
-// Odd answers of an upstream MCP server (interface.md, "Holding under abuse"): whatever the
+// Odd answers of an upstream MCP server (docs/security.md, "Holding under abuse"): whatever the
 // gateway cannot inspect with certainty never reaches the client unfiltered. A scripted
 // upstream answers each request as the case says; a key holding mcp:agents must never see
 // the name of a tool outside it (SECRET), whatever the upstream sends.

@@ -1,4 +1,7 @@
+import { request as httpRequest } from 'node:http';
+import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { PROTOCOL_VERSION } from '../support/mcp.ts';
 import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 import { adminRequest, openEventStream, openTunnel, startStreamOrigin, type HeldStream, type StreamOrigin } from '../support/stream-origin.ts';
@@ -129,6 +132,45 @@ describe('one key holding the upstream, and credentials that end while their str
     expect(again.status).toBe(401);
   });
 
+  it('an event stream the request did not ask for is booked when it arrives: capped, and cut by DELETE before its 204', async () => {
+    const { key: token, id } = await key(['events:write']);
+    // No `Accept: text/event-stream`: only the answer says it is a stream.
+    const unasked = { accept: '*/*', 'x-test-stream': '1' };
+    const streams: HeldStream[] = [];
+    for (let i = 0; i < MAX_STREAMS; i++) streams.push(await hold(token, `${gateway.url}${EVENTS_PATH}`, unasked));
+    expect(origin.open()).toBe(MAX_STREAMS);
+
+    const refused = await openEventStream(`${gateway.url}${EVENTS_PATH}`, token, unasked);
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body!)).toMatchObject({ status: 429, code: 'too_many_streams' });
+    // The refused one's upstream exchange was abandoned, not left open.
+    await vi.waitFor(() => expect(origin.open()).toBe(MAX_STREAMS));
+
+    const deleted = await adminRequest(`${gateway.url}/api/v1/api-keys/${id}`, 'DELETE', admin, () =>
+      streams.map((stream) => ({ ended: stream.ended(), received: stream.received() })),
+    );
+    expect(deleted.status).toBe(204);
+    expect(deleted.seen.every((stream) => stream.ended)).toBe(true);
+    await vi.waitFor(() => expect(origin.open()).toBe(0));
+    expect(streams.map((stream) => stream.received())).toEqual(deleted.seen.map((stream) => stream.received));
+  });
+
+  it('an MCP POST answered with an event stream is not counted against the cap, and is cut by DELETE before its 204', async () => {
+    const { key: token, id } = await key(['mcp:agents']);
+    const posted = await Promise.all(Array.from({ length: MAX_STREAMS + 2 }, () => postAnsweredWithStream(mcpUrl, token)));
+    expect(posted.map((each) => each.status)).toEqual(Array(MAX_STREAMS + 2).fill(200));
+    held.push(...posted.map((each) => each.stream));
+    expect(origin.open()).toBe(MAX_STREAMS + 2);
+
+    const deleted = await adminRequest(`${gateway.url}/api/v1/api-keys/${id}`, 'DELETE', admin, () =>
+      posted.map(({ stream }) => ({ ended: stream.ended(), received: stream.received() })),
+    );
+    expect(deleted.status).toBe(204);
+    expect(deleted.seen.every((stream) => stream.ended)).toBe(true);
+    await vi.waitFor(() => expect(origin.open()).toBe(0));
+    expect(posted.map(({ stream }) => stream.received())).toEqual(deleted.seen.map((stream) => stream.received));
+  });
+
   it('a key whose expires_at passes while its stream is open: the stream is closed at expiry', async () => {
     const expiresAt = new Date(Date.now() + 2_000);
     const { key: token } = await key(['mcp:agents'], { expires_at: expiresAt.toISOString() });
@@ -168,3 +210,31 @@ describe('an admin session that expires while its WebSocket tunnel is open', () 
     await vi.waitFor(() => expect(origin.open()).toBe(0));
   });
 });
+
+/** A JSON-RPC ping posted to MCP_PATH whose answer the upstream sends as an endless event stream, held once its first bytes arrive. */
+function postAnsweredWithStream(url: string, token: string): Promise<{ status: number; stream: HeldStream }> {
+  return new Promise((resolve, reject) => {
+    let bytes = 0;
+    let ended = false;
+    const end = () => (ended = true);
+    const request = httpRequest(url, {
+      method: 'POST',
+      agent: false,
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': PROTOCOL_VERSION,
+        'x-test-stream': '1',
+      },
+    });
+    request.on('socket', (socket: Socket) => socket.once('end', end).once('error', end).once('close', end));
+    request.on('error', reject);
+    request.on('response', (response) => {
+      response.on('error', end);
+      response.once('data', () => resolve({ status: response.statusCode!, stream: { received: () => bytes, ended: () => ended, close: () => request.destroy() } }));
+      response.on('data', (chunk: Buffer) => (bytes += chunk.length));
+    });
+    request.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }));
+  });
+}

@@ -22,7 +22,7 @@ function resolvedPackages(gateway: GatewayProcess): Set<string> {
 
 /**
  * Only the chosen store's driver is loaded: PGlite's module alone holds ~7 MB of a process
- * (README, "Memory"), which a gateway on PostgreSQL must not carry, nor one on PGlite `pg`.
+ * (docs/performance.md, "Memory settings"), which a gateway on PostgreSQL must not carry, nor one on PGlite `pg`.
  */
 describe('the store driver a gateway loads', { timeout: 120_000 }, () => {
   it('is PGlite alone for the embedded store', async () => {

@@ -31,7 +31,7 @@ function largestYoungGeneration(flags: readonly string[]): number {
 
 /**
  * V8 sizes the young generation from the memory Node sees: up to 64 MB per semi-space on a
- * large machine, 1 MB under a 512 Mi container limit (README, "Memory"). `npm start` and the
+ * large machine, 1 MB under a 512 Mi container limit (docs/performance.md, "Memory settings"). `npm start` and the
  * image pin it, so the gateway runs alike everywhere.
  */
 describe("npm start's node flags pin the young generation", () => {

@@ -23,6 +23,7 @@ function recordingHasher(params: Argon2Params) {
       return hasher.params;
     },
     hashLogin: hasher.hashLogin.bind(hasher),
+    loginLaneHasRoom: hasher.loginLaneHasRoom.bind(hasher),
     verifyLogin(encoded: string, secret: string) {
       verifiedAgainst.push(argon2ParamsOf(encoded));
       return hasher.verifyLogin(encoded, secret);

@@ -62,14 +62,6 @@ describeWithRedis('RedisFailureLimiter', () => {
     expect(await limiter(b, { limit: 2, windowMs: 300 }).blockedFor('prefix:Ab3dEf9h')).toBe(0);
   });
 
-  it('reset clears the shared count', async () => {
-    const one = limiter(a, { limit: 1 });
-    await one.recordFailure('email:reset@example.test');
-    expect(await limiter(b, { limit: 1 }).blockedFor('email:reset@example.test')).toBeGreaterThan(0);
-    await one.reset('email:reset@example.test');
-    expect(await limiter(b, { limit: 1 }).blockedFor('email:reset@example.test')).toBe(0);
-  });
-
   it('stores subjects hashed: no email or address in a Redis key', async () => {
     await limiter(a).recordFailure('email:private.person@example.test');
     const keys = await a.keys(`${prefix}*`);

@@ -5,7 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import type { TestProject } from 'vitest/node';
 
 /**
- * Resolves PostgreSQL and Redis once for the whole run (interface.md, "Services for tests"):
+ * Resolves PostgreSQL and Redis once for the whole run (CONTRIBUTING.md, "Services for tests"):
  * `DATABASE_URL_TEST` / `REDIS_URL_TEST` first, else containers when a Docker engine answers,
  * else none, loudly. With `REQUIRE_SERVICES=1` a missing service fails the run.
  */

@@ -5,9 +5,9 @@ import { PROTOCOL_VERSION } from './mcp.ts';
 
 /**
  * An upstream that holds its answers open, for the "holding under abuse" tests:
- *  - a GET asking for `text/event-stream` (any path, MCP_PATH included) is answered with an
- *    endless stream of JSON-RPC notifications, one every `x-test-every` ms (default 20), until
- *    the gateway closes it;
+ *  - a GET asking for `text/event-stream` (any path, MCP_PATH included), or any request with an
+ *    `x-test-stream` header, is answered with an endless stream of JSON-RPC notifications, one
+ *    every `x-test-every` ms (default 20), until the gateway closes it;
  *  - `POST …/events` is recorded and answered 200 at once;
  *  - `/hang/…` is never answered;
  *  - a WebSocket sends a message every 20 ms until it is closed.
@@ -36,7 +36,9 @@ export async function startStreamOrigin(): Promise<StreamOrigin> {
       response.on('close', () => held.delete(response));
       return;
     }
-    if (request.method === 'GET' && String(request.headers.accept).includes('text/event-stream')) {
+    // `x-test-stream`: an event stream the request did not ask for (any method, any Accept).
+    if ((request.method === 'GET' && String(request.headers.accept).includes('text/event-stream')) || request.headers['x-test-stream'] !== undefined) {
+      request.resume();
       stream(request, response);
       return;
     }

@@ -4,7 +4,7 @@ import { parseDurationSeconds } from '../../../src/config/duration.ts';
 import { loadConfig } from '../../../src/config/load.ts';
 
 describe('environment schema', () => {
-  it('has the defaults of interface.md', () => {
+  it('has the defaults of docs/configuration.md', () => {
     const env = envSchema.parse({});
     expect(env).toMatchObject({
       PORT: 8080,

@@ -33,7 +33,7 @@ function loadError(files: { routes?: unknown; tools?: unknown }, paths: TablePat
   });
 }
 
-describe('loadTables: the shipped defaults (interface.md tables)', () => {
+describe('loadTables: the shipped defaults (docs/mcp.md and docs/configuration.md tables)', () => {
   it('loads the route table with the legacy transport unset', () => {
     const tables = defaultTables(DEFAULT_PATHS);
     expect(tables.routes.map((r) => [r.name, r.path, r.methods, r.credential, r.scope, r.agentParam, r.mcp])).toEqual([
@@ -54,7 +54,7 @@ describe('loadTables: the shipped defaults (interface.md tables)', () => {
     ]);
   });
 
-  it('loads the tool table of interface.md', () => {
+  it('loads the tool table of docs/mcp.md', () => {
     const { mcp } = defaultTables();
     expect(Object.fromEntries([...mcp.scopes].map(([name, s]) => [name, { feature: s.feature, tools: s.tools }]))).toEqual({
       'mcp:calls': { feature: undefined, tools: ['place_outbound_call'] },

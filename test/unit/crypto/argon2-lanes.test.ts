@@ -31,6 +31,7 @@ describe('Argon2Hasher: API-key work never waits behind queued logins', () => {
     const { hasher, encoded, track, finished } = await setup(2);
     const running = hasher.verifyLogin(encoded, 'secret');
     const queued = [hasher.verifyLogin(encoded, 'x'), hasher.hashLogin('x')];
+    expect(hasher.loginLaneHasRoom()).toBe(false);
     expect(await hasher.verifyLogin(encoded, 'secret')).toBe(ARGON2_BUSY);
     expect(await hasher.hashLogin('secret')).toBe(ARGON2_BUSY);
     const keys = Array.from({ length: 5 }, (_, i) => track(`key ${i}`, hasher.verify(encoded, 'secret')));
@@ -38,7 +39,8 @@ describe('Argon2Hasher: API-key work never waits behind queued logins', () => {
     expect(await running).toBe(true);
     expect(await queued[0]).toBe(false);
     expect(finished).toHaveLength(5);
-    expect(hasher.stats()).toEqual({ verifies: 7, loginVerifies: 2, loginRefusals: 2 });
+    expect(hasher.stats()).toEqual({ verifies: 7, loginVerifies: 2, loginRefusals: 3 });
+    expect(hasher.loginLaneHasRoom()).toBe(true);
   });
 
   it('hashes login work with the parameters asked for', async () => {

@@ -19,14 +19,6 @@ describe('failure limiter (frozen clock)', () => {
     expect(await limiter.blockedFor('a')).toBe(0);
   });
 
-  it('reset clears a subject', async () => {
-    const limiter = new MemoryFailureLimiter({ limit: 1, windowMs: 60_000 });
-    await limiter.recordFailure('a');
-    expect(await limiter.blockedFor('a')).toBeGreaterThan(0);
-    await limiter.reset('a');
-    expect(await limiter.blockedFor('a')).toBe(0);
-  });
-
   it('tracks at most maxSubjects, forgetting the least recently touched first', async () => {
     const limiter = new MemoryFailureLimiter({ limit: 1, windowMs: 60_000, maxSubjects: 3 });
     for (const subject of ['a', 'b', 'c']) await limiter.recordFailure(subject);

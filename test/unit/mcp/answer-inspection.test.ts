@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { inspectAnswerBytes, inspectAnswerText, toolsListIdsOf, type AnswerRules } from '../../../src/mcp/answer-inspection.ts';
+import { cannotHoldToolsList, inspectAnswerBytes, inspectAnswerText, toolsListIdsOf, type AnswerRules } from '../../../src/mcp/answer-inspection.ts';
 
 const ALLOWED: ReadonlySet<string> = new Set(['list_agents']);
 const tool = (name: string) => ({ name, inputSchema: { type: 'object' } });
@@ -81,5 +81,33 @@ describe('toolsListIdsOf', () => {
       { jsonrpc: '2.0', id: 2, method: 'tools/call' },
     ]);
     expect([...ids]).toEqual([1, 'a']);
+  });
+});
+
+describe('cannotHoldToolsList', () => {
+  const bytes = (text: string) => new TextEncoder().encode(text);
+  it.each<[string, string, boolean]>([
+    ['a tools/call result', '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}', true],
+    ['a tools member', '{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}', false],
+    ['tools in another case', '{"result":{"TOOLS":[]}}', false],
+    ['tools inside a string only', '{"result":{"text":"list the Tools"}}', false],
+    ['tools at the very end', '{"a":"tools"}', false],
+    ['a unicode escape that could spell it', '{"result":{"tool\\u0073":[]}}', false],
+    ['an escape in upper case', '{"a":"\\U0041"}', false],
+    ['a byte beyond ASCII (U+017F folds onto s)', '{"result":{"toolſ":[]}}', false],
+    ['other escapes', '{"a":"line\\nbreak \\"quoted\\""}', true],
+    ['almost tools', '{"tool":1,"tolls":2,"tool s":3}', true],
+  ])('%s: %s', (_what, text, expected) => {
+    expect(cannotHoldToolsList(bytes(text))).toBe(expected);
+  });
+
+  it.each<[string, string, boolean]>([
+    ['a result with no tools member: passed on as it came', '{"jsonrpc":"2.0","id":7,"result":{"content":[]}}', true],
+    ['a duplicate member, though no tools list is possible', '{"jsonrpc":"2.0","id":7,"id":8,"result":{}}', false],
+    ['NaN', '{"jsonrpc":"2.0","id":7,"result":NaN}', false],
+  ])('inspectAnswerBytes, %s', (_what, text, ok) => {
+    const inspection = inspectAnswerBytes(bytes(text), { allowed: new Set(), toolsListIds: new Set() });
+    expect(inspection.ok).toBe(ok);
+    if (inspection.ok) expect(inspection.serialized).toBe(text);
   });
 });

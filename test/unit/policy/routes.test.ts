@@ -11,7 +11,7 @@ function outcome(match: RouteMatch | undefined): unknown {
   return { route: match.route.name, params: match.params };
 }
 
-describe('compileRoutes: the default table (interface.md)', () => {
+describe('compileRoutes: the default table (docs/configuration.md)', () => {
   const matcher = compileRoutes(defaultTables());
   const cases: { description: string; method: string; path: string; expected: unknown }[] = [
     { description: 'events, POST', method: 'POST', path: '/api/v1/agents/1/events', expected: { route: 'events', params: { agent_id: 1 } } },

@@ -6,7 +6,7 @@ import { loadTables, MCP_TOOLS_FILE, ROUTES_FILE } from '../../../src/config/tab
 import type { TablePaths, Tables } from '../../../src/config/tables.ts';
 import type { ApiKeyPrincipal } from '../../../src/policy/principal.ts';
 
-/** The shipped `config/` directory: the defaults of interface.md. */
+/** The shipped `config/` directory: the defaults of docs/configuration.md. */
 export const CONFIG_DIR = resolve(import.meta.dirname, '../../../config');
 
 export const DEFAULT_PATHS: TablePaths = { mcpPath: '/mcp' };

@@ -43,6 +43,22 @@ describe('OpenStreams', () => {
     expect(codeOf(() => open.open(apiKey(1), () => {}))).toBe('too_many_streams');
   });
 
+  it('books uncounted streams (a POST answered with a stream) outside the cap, and still cuts them with the key', () => {
+    const open = streams(1);
+    const closed: string[] = [];
+    const counted = open.open(apiKey(1), () => closed.push('counted'));
+    for (let i = 0; i < 3; i++) expect(open.open(apiKey(1), () => closed.push(`answer ${i}`), undefined, false)).toBeTypeOf('function');
+    expect(codeOf(() => open.open(apiKey(1), () => {}))).toBe('too_many_streams');
+    expect(open.size).toBe(4);
+    counted!();
+    // The counted place is free again though three uncounted streams are still open.
+    expect(open.open(apiKey(1), () => closed.push('counted again'))).toBeTypeOf('function');
+    open.closeKey(1);
+    expect(closed.sort()).toEqual(['answer 0', 'answer 1', 'answer 2', 'counted again']);
+    expect(open.size).toBe(0);
+    expect(open.open(apiKey(1), () => {})).toBeTypeOf('function');
+  });
+
   it('does not book anonymous requests (public routes)', () => {
     const open = streams(1);
     for (let i = 0; i < 3; i++) expect(open.open(null, () => {})).toBeTypeOf('function');

@@ -73,6 +73,17 @@ describe('KeyVerifier: failed verifies are throttled per key prefix', () => {
     expect(verifier.stats().probes).toBe(seconds);
   });
 
+  it('under a flood from one address, the real key from another gets the next interval although the flood asks first', async () => {
+    const { verifier, clock, key, row, prefix } = await setup();
+    for (let i = 0; i < LIMIT; i++) await codeOf(() => verifier.verify(forgedKey(prefix), '192.0.2.1'));
+    const flood = () => codeOf(() => verifier.verify(forgedKey(prefix), '192.0.2.1'));
+    expect([await flood(), await flood()]).toEqual(['invalid_credential', 'rate_limited']);
+    expect(await codeOf(() => verifier.verify(key, '198.51.100.7'))).toBe('rate_limited');
+    clock.advance(KEY_PREFIX_PROBE_INTERVAL_MS);
+    expect([await flood(), await flood()]).toEqual(['rate_limited', 'rate_limited']);
+    expect((await verifier.verify(key, '198.51.100.7')).keyId).toBe(row.id);
+  });
+
   it('leaves other prefixes alone', async () => {
     const { verifier, store, hasher, prefix } = await setup();
     const other = await store.add(hasher);
