@@ -35,7 +35,7 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
 
 FROM ${NODE_IMAGE}
 # PORT (8080) and OPS_PORT (8081) keep their defaults; DATA_DIR moves to the volume.
-# MALLOC_ARENA_MAX and MALLOC_MMAP_THRESHOLD_ as npm start sets them (README, "Memory"): glibc
+# MALLOC_ARENA_MAX and MALLOC_MMAP_THRESHOLD_ as npm start sets them (docs/performance.md, "Memory settings"): glibc
 # keeps a malloc arena per thread otherwise, and what V8's compiler threads freed.
 ENV NODE_ENV=production \
     DATA_DIR=/data \
@@ -56,6 +56,6 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.OPS_PORT || 8081) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # SIGTERM goes straight to Node (exec form, PID 1), which drains within 10 s.
 STOPSIGNAL SIGTERM
-# npm start's heap flags (README, "Memory"): a full collection before the heap grows 20% past its live size;
+# npm start's heap flags (docs/performance.md, "Memory settings"): a full collection before the heap grows 20% past its live size;
 # no allocation-site pretenuring (short-lived request objects stay in the young generation).
 CMD ["node", "--max-semi-space-size=16", "--heap-growing-percent=20", "--no-allocation-site-pretenuring", "dist/main.js"]

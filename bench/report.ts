@@ -87,7 +87,7 @@ export function rowOf(name: string, what: string, runs: LoadResult[], probe: str
   };
 }
 
-/** One target of performance.md: where its figure comes from, the bound, and the row it annotates. */
+/** One target of docs/performance.md: where its figure comes from, the bound, and the row it annotates. */
 interface TargetSpec {
   figure: string;
   row?: string;

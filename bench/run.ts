@@ -1,13 +1,14 @@
 /**
- * `npm run bench [-- --quick]`: the scenarios of ../shared/design/performance.md in one run on
- * loopback. Starts every server itself (upstream, references, the gateway as `npm start` runs it),
- * loads each with wrk (or autocannon) for a fixed time after a discarded warm-up, prints the
- * table and writes bench/results/latest.json. Progress goes to stderr, the tables to stdout.
+ * `npm run bench [-- --quick]`: the scenarios of docs/performance.md in one run on loopback.
+ * Starts every server itself (upstream, references, the gateway as `npm start` runs it), loads
+ * each with wrk (or autocannon) for a fixed time after a discarded warm-up, prints the table and
+ * writes bench/results/latest.json; a full run is also kept in bench/results/history/.
+ * Progress goes to stderr, the tables to stdout.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { DEFAULTS } from '../src/config/env.ts';
 import { parseArgs, selected, type BenchOptions } from './args.ts';
 import { timeArgon2Verify, type Argon2Params } from './argon2-time.ts';
@@ -275,11 +276,17 @@ async function main(): Promise<void> {
 
   mkdirSync(join(REPO_ROOT, 'bench/results'), { recursive: true });
   const resultsPath = join(REPO_ROOT, 'bench/results/latest.json');
-  writeFileSync(
-    resultsPath,
-    JSON.stringify({ date: new Date().toISOString(), seconds, machine: info, options, argon2: { configured: argon2, cheapForWarmKeys: CHEAP_ARGON2 }, rows, extras, targets: targetResults }, null, 2) + '\n',
-  );
+  const date = new Date().toISOString();
+  const results = JSON.stringify({ date, seconds, machine: info, options, argon2: { configured: argon2, cheapForWarmKeys: CHEAP_ARGON2 }, rows, extras, targets: targetResults }, null, 2) + '\n';
+  writeFileSync(resultsPath, results);
   out.write(`results: ${resultsPath}\n`);
+  // Every full run is kept: the history of the figures lives in these files, not in prose.
+  if (!options.quick && options.only.length === 0) {
+    const historyPath = join(REPO_ROOT, 'bench/results/history', `${date.slice(0, 19).replaceAll(':', '-')}Z-${info.commit ?? 'unknown'}.json`);
+    mkdirSync(dirname(historyPath), { recursive: true });
+    writeFileSync(historyPath, results);
+    out.write(`kept in the history: ${historyPath}\n`);
+  }
   if (options.profile) out.write(`CPU profiles: ${profileDir}\n`);
 }
 

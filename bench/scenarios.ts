@@ -1,5 +1,5 @@
 /**
- * The load scenarios of ../shared/design/performance.md, as data. Every scenario sends a POST
+ * The load scenarios of docs/performance.md, as data. Every scenario sends a POST
  * of a small JSON body with fixed connections; what differs is where it goes and with what
  * credential. `cold-keys` and `invalid-keys` are not plain load runs (bench/cold.ts,
  * bench/invalid.ts).

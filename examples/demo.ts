@@ -26,7 +26,7 @@ export interface DemoInstructions {
 
 /**
  * The lines the demo prints. Each command is one line, runnable as printed in a POSIX shell
- * with curl and sed only; what each answers is what interface.md promises.
+ * with curl and sed only; what each answers is what docs/api-keys.md and docs/mcp.md promise.
  */
 export function demoInstructions({ baseUrl, email, password }: DemoInstructions): string[] {
   const json = "-H 'content-type: application/json'";

@@ -15,7 +15,7 @@ export interface RecordedToolCall {
 
 export type ToolCallSink = (call: RecordedToolCall) => void;
 
-/** The nine tools of the platform, in the order of the scope table in interface.md. */
+/** The nine tools of the platform, in the order of the scope table in docs/mcp.md. */
 export const PLATFORM_TOOL_NAMES = [
   'place_outbound_call',
   'search_knowledge_base',
