@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin } from '../support/http.ts';
 import { startReplicas, waitForRedis, EVENTS_PATH } from '../support/replicas.ts';
 import { createTestDatabase, postgresUrl, redisUrl, type TestDatabase } from '../support/services.ts';
-import { adminRequest, openEventStream, openTunnel, startStreamOrigin, type StreamOrigin } from '../support/stream-origin.ts';
+import { expectCutByDelete, openEventStream, openTunnel, startStreamOrigin, type StreamOrigin } from '../support/stream-origin.ts';
 
 /**
  * "A credential that ends while its connection is open", across replicas: the streams are on
@@ -40,16 +40,7 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('revoking a key c
     const tunnel = await openTunnel(`${holder.url.replace('http:', 'ws:')}${EVENTS_PATH}`, token);
     expect(origin.open()).toBe(2);
 
-    const deleted = await adminRequest(`${revoker.url}/api/v1/api-keys/${created.body.id}`, 'DELETE', admin, () => ({
-      stream: { ended: stream.ended(), received: stream.received() },
-      tunnel: { ended: tunnel.ended(), received: tunnel.received() },
-    }));
-    expect(deleted.status).toBe(204);
-    expect(deleted.seen.stream.ended).toBe(true);
-    expect(deleted.seen.tunnel.ended).toBe(true);
-    await vi.waitFor(() => expect(origin.open()).toBe(0));
-    expect(stream.received()).toBe(deleted.seen.stream.received);
-    expect(tunnel.received()).toBe(deleted.seen.tunnel.received);
+    await expectCutByDelete(`${revoker.url}/api/v1/api-keys/${created.body.id}`, admin, [stream, tunnel], origin);
     expect((await openEventStream(`${holder.url}/mcp`, token)).status).toBe(401);
   });
 });

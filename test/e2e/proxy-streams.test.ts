@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { PROTOCOL_VERSION } from '../support/mcp.ts';
 import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
-import { adminRequest, openEventStream, openTunnel, startStreamOrigin, type HeldStream, type StreamOrigin } from '../support/stream-origin.ts';
+import { expectCutByDelete, openEventStream, openTunnel, startStreamOrigin, type HeldStream, type StreamOrigin } from '../support/stream-origin.ts';
 
 // "Holding under abuse": one key holding the upstream, and a credential that ends while its
 // stream is open. Real processes: a spawned gateway in front of an upstream that never ends
@@ -116,17 +116,7 @@ describe('one key holding the upstream, and credentials that end while their str
     held.push(tunnel);
     expect(origin.open()).toBe(2);
 
-    const deleted = await adminRequest(`${gateway.url}/api/v1/api-keys/${id}`, 'DELETE', admin, () => ({
-      stream: { ended: stream.ended(), received: stream.received() },
-      tunnel: { ended: tunnel.ended(), received: tunnel.received() },
-    }));
-    expect(deleted.status).toBe(204);
-    expect(deleted.seen.stream.ended).toBe(true);
-    expect(deleted.seen.tunnel.ended).toBe(true);
-    // The upstream's side is closed too, and the client received nothing after the 204.
-    await vi.waitFor(() => expect(origin.open()).toBe(0));
-    expect(stream.received()).toBe(deleted.seen.stream.received);
-    expect(tunnel.received()).toBe(deleted.seen.tunnel.received);
+    await expectCutByDelete(`${gateway.url}/api/v1/api-keys/${id}`, admin, [stream, tunnel], origin);
     // Reconnecting with the revoked key is refused.
     const again = await openEventStream(mcpUrl, token);
     expect(again.status).toBe(401);
@@ -146,13 +136,7 @@ describe('one key holding the upstream, and credentials that end while their str
     // The refused one's upstream exchange was abandoned, not left open.
     await vi.waitFor(() => expect(origin.open()).toBe(MAX_STREAMS));
 
-    const deleted = await adminRequest(`${gateway.url}/api/v1/api-keys/${id}`, 'DELETE', admin, () =>
-      streams.map((stream) => ({ ended: stream.ended(), received: stream.received() })),
-    );
-    expect(deleted.status).toBe(204);
-    expect(deleted.seen.every((stream) => stream.ended)).toBe(true);
-    await vi.waitFor(() => expect(origin.open()).toBe(0));
-    expect(streams.map((stream) => stream.received())).toEqual(deleted.seen.map((stream) => stream.received));
+    await expectCutByDelete(`${gateway.url}/api/v1/api-keys/${id}`, admin, streams, origin);
   });
 
   it('an MCP POST answered with an event stream is not counted against the cap, and is cut by DELETE before its 204', async () => {
@@ -162,13 +146,7 @@ describe('one key holding the upstream, and credentials that end while their str
     held.push(...posted.map((each) => each.stream));
     expect(origin.open()).toBe(MAX_STREAMS + 2);
 
-    const deleted = await adminRequest(`${gateway.url}/api/v1/api-keys/${id}`, 'DELETE', admin, () =>
-      posted.map(({ stream }) => ({ ended: stream.ended(), received: stream.received() })),
-    );
-    expect(deleted.status).toBe(204);
-    expect(deleted.seen.every((stream) => stream.ended)).toBe(true);
-    await vi.waitFor(() => expect(origin.open()).toBe(0));
-    expect(posted.map(({ stream }) => stream.received())).toEqual(deleted.seen.map((stream) => stream.received));
+    await expectCutByDelete(`${gateway.url}/api/v1/api-keys/${id}`, admin, posted.map(({ stream }) => stream), origin);
   });
 
   it('a key whose expires_at passes while its stream is open: the stream is closed at expiry', async () => {

@@ -1,5 +1,6 @@
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { expect, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { PROTOCOL_VERSION } from './mcp.ts';
 
@@ -164,4 +165,17 @@ export function adminRequest<T>(url: string, method: string, token: string, snap
     });
     request.end();
   });
+}
+
+/**
+ * Revokes a key with `DELETE url` and asserts what "a credential that ends while its
+ * connection is open" promises of `streams`: each had ended as the client saw it when the 204
+ * arrived, the upstream's side closes too, and none received a byte after the 204.
+ */
+export async function expectCutByDelete(url: string, admin: string, streams: readonly HeldStream[], origin: StreamOrigin): Promise<void> {
+  const deleted = await adminRequest(url, 'DELETE', admin, () => streams.map((stream) => ({ ended: stream.ended(), received: stream.received() })));
+  expect(deleted.status).toBe(204);
+  expect(deleted.seen.map((stream) => stream.ended)).toEqual(streams.map(() => true));
+  await vi.waitFor(() => expect(origin.open()).toBe(0));
+  expect(streams.map((stream) => stream.received())).toEqual(deleted.seen.map((stream) => stream.received));
 }
