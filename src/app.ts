@@ -7,7 +7,7 @@ import { Argon2Hasher } from './crypto/argon2.ts';
 import { registerApiKeyRoutes } from './http/api-key-routes.ts';
 import { registerAuthRoutes } from './http/auth-routes.ts';
 import { errorHandler, sendProblem } from './http/error-handler.ts';
-import { GatewayError } from './http/errors.ts';
+import { GatewayError } from './errors/gateway-error.ts';
 import { KeyService, type KeyStateListener } from './keys/key-service.ts';
 import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
 import { Metrics } from './ops/metrics.ts';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ARGON2_BUSY, type Argon2Busy, type Argon2Hasher } from '../crypto/argon2.ts';
 import { needsRehash, sameArgon2Params, type Argon2Params } from '../crypto/argon2-params.ts';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { FailureLimiter } from '../limits/failure-limiter.ts';
 import type { AdminRow, Store } from '../store/store.ts';
 import { decoyParams } from './decoy.ts';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
 
 export const TOKEN_ISSUER = 'gatehouse';

@@ -1,5 +1,5 @@
 import { ConfigError } from '../config/load.ts';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { VERSION } from '../version.ts';
 import { adminAdd, adminList, adminResetPassword } from './admin-commands.ts';
 import {

@@ -1,4 +1,4 @@
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { looksLikeKey } from './key-format.ts';
 
 export type BearerCredential =

@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { SessionTokens } from '../admin/sessions.ts';
 import { extractBearer } from '../credentials/bearer.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 
 /**
  * Admin-only endpoints accept an admin session token and nothing else: an API key is a 401

@@ -5,7 +5,7 @@ import type { KeyService } from '../keys/key-service.ts';
 import { toRecord } from '../keys/record.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
 import { requireAdmin } from './admin-guard.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
 export const API_KEYS_PATH = '/api/v1/api-keys';

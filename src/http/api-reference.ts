@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { GatewayError } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
 export interface ApiReferenceOptions {

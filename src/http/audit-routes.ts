@@ -4,7 +4,7 @@ import type { SessionTokens } from '../admin/sessions.ts';
 import type { AuditTrail } from '../audit/audit-trail.ts';
 import { toAuditRecord } from '../audit/record.ts';
 import { requireAdmin } from './admin-guard.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
 export const AUDIT_EVENTS_PATH = '/api/v1/audit-events';

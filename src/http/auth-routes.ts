@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { LoginService } from '../admin/login.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
 export const LOGIN_PATH = '/api/v1/auth/login';

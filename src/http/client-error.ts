@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
-import { GatewayError, problemFor, type ErrorCode } from './errors.ts';
+import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
+import { problemFor } from './problem.ts';
 
 /** Node's HTTP parser errors that mean the header section was too big: 431, not 400. */
 const HEADER_OVERFLOW = new Set(['HPE_HEADER_OVERFLOW']);

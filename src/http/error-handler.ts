@@ -1,7 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { StoreUnavailableError } from '../store/unavailable.ts';
-import { GatewayError, problemFor, type ErrorCode } from './errors.ts';
+import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
+import { problemFor } from './problem.ts';
 
 /** Fastify's own client-error codes, mapped to ours so that no client mistake becomes a 500. */
 const FASTIFY_CODES: Record<string, { code: ErrorCode; detail: string }> = {

@@ -7,7 +7,7 @@ import { API_KEYS_PATH } from './api-key-routes.ts';
 import { AUDIT_EVENTS_PATH, auditQuerySchema } from './audit-routes.ts';
 import { LOGIN_PATH, loginBodySchema, loginResponseSchema } from './auth-routes.ts';
 import { registerApiReference } from './api-reference.ts';
-import { ERROR_CODES, type ErrorCode } from './errors.ts';
+import { ERROR_CODES, type ErrorCode } from '../errors/gateway-error.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
 export const OPENAPI_PATH = '/api/v1/openapi.json';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 
 export const DEFAULT_SCOPES = ['events:write'] as const;
 export const NAME_MAX_LENGTH = 200;

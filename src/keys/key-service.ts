@@ -1,6 +1,6 @@
 import type { Argon2Hasher } from '../crypto/argon2.ts';
 import { generateKey, keyPrefixOf } from '../credentials/key-format.ts';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { ApiKeyRow, Store } from '../store/store.ts';
 import type { CreateKeyRequest } from './create-request.ts';
 

@@ -1,4 +1,4 @@
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { parseStrictJson } from './json-rpc-body.ts';
 import { filterToolsList, toolsListShape } from './tools-list-filter.ts';
 

@@ -1,4 +1,4 @@
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 
 /**
  * A JSON-RPC body posted to an MCP path, read strictly: the gateway decides on what it

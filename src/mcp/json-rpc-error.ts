@@ -1,4 +1,5 @@
-import { GatewayError, problemFor, type ErrorCode } from '../http/errors.ts';
+import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
+import { problemFor } from '../http/problem.ts';
 
 /**
  * How a refusal looks on an MCP path once the key may use MCP at all (docs/mcp.md,

@@ -4,7 +4,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { DEFAULTS } from '../config/env.ts';
 import type { McpTransport, Tables } from '../config/tables.ts';
 import { sendError, toGatewayError } from '../http/error-handler.ts';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { decide, type Licence } from '../policy/decide.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';

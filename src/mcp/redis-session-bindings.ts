@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { DEFAULT_SESSION_BINDING_TTL_MS, MemorySessionBindings, type BindingCheck, type SessionBindings } from './session-bindings.ts';
 
 /** GET, and extend the binding when it is the caller's: 0 unknown, 1 bound, 2 another key's. */

@@ -1,4 +1,4 @@
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 
 /**
  * Reading the session a request belongs to, strictly: the gateway checks the binding of

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { isEndToEndResponseHeader } from '../proxy/upstream-headers.ts';
 import { inspectAnswerBytes, type AnswerRules } from './answer-inspection.ts';
 import { answerTypeOf } from './media-type.ts';

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ERROR_CODES } from '../http/errors.ts';
-import type { ErrorCode } from '../http/errors.ts';
+import { ERROR_CODES } from '../errors/gateway-error.ts';
+import type { ErrorCode } from '../errors/gateway-error.ts';
 import { VERSION } from '../version.ts';
 import { HotCounter, HotHistogram, LabelIndex } from './hot-metrics.ts';
 

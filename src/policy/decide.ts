@@ -1,7 +1,7 @@
 import type { Tables } from '../config/tables.ts';
 import type { MethodRule } from '../config/tables.ts';
-import { ERROR_CODES } from '../http/errors.ts';
-import type { ErrorCode } from '../http/errors.ts';
+import { ERROR_CODES } from '../errors/gateway-error.ts';
+import type { ErrorCode } from '../errors/gateway-error.ts';
 import type { ApiKeyPrincipal, Principal } from './principal.ts';
 import type { CompiledRoute } from './routes.ts';
 import { holdsAnyMcpScope, holdsScope, mcpScopeList } from './scopes.ts';

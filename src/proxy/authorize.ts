@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { SessionTokens } from '../admin/sessions.ts';
 import { extractBearer, type BearerCredential } from '../credentials/bearer.ts';
-import { GatewayError, type ErrorCode } from '../http/errors.ts';
+import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
 import { decide, type Decision } from '../policy/decide.ts';
 import type { Principal } from '../policy/principal.ts';
 import type { CompiledRoute, RouteMatcher } from '../policy/routes.ts';

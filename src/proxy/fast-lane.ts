@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import { sendError } from '../http/error-handler.ts';
 import type { McpHandler } from '../mcp/mcp-handler.ts';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import { isLingering } from '../http/lingering-close.ts';
 import { requestIdOf } from '../http/request-id.ts';
 import type { Authorization } from './authorize.ts';

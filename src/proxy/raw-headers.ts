@@ -1,4 +1,4 @@
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 
 /**
  * Node keeps only the first of two `Authorization` or `Host` headers in `request.headers`,

@@ -1,4 +1,4 @@
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 
 /**
  * The request target is decided once and forwarded as it is: never decoded, never

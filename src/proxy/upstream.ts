@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { Readable, type Duplex } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { Principal } from '../policy/principal.ts';
 import type { OpenStreams } from './open-streams.ts';
 import { UpstreamDeadlines, type AwaitingHeaders } from './upstream-deadlines.ts';

@@ -1,4 +1,4 @@
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { KeyStateListener } from '../keys/key-service.ts';
 import type { BarrierResult } from './revocation-bus.ts';
 

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Argon2Hasher } from '../crypto/argon2.ts';
 import { isWellFormedKey, keyPrefixOf } from '../credentials/key-format.ts';
-import { GatewayError } from '../http/errors.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
 import type { UsageRecorder } from '../keys/usage-recorder.ts';
 import { MemoryFailureLimiter, type FailureLimiter } from '../limits/failure-limiter.ts';
 import { MemoryProbeGate, UNKNOWN_CLAIMANT, type ProbeGate } from '../limits/probe-gate.ts';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { GatewayError } from '../../src/http/errors.ts';
+import { GatewayError } from '../../src/errors/gateway-error.ts';
 import { RedisSessionBindings } from '../../src/mcp/redis-session-bindings.ts';
 import { closeRedisConnection, createRedisConnection } from '../../src/redis/connection.ts';
 import { describeWithRedis, redisUrl } from '../support/services.ts';

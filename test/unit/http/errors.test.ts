@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES, GatewayError, problemFor, type ErrorCode } from '../../../src/http/errors.ts';
+import { ERROR_CODES, GatewayError, type ErrorCode } from '../../../src/errors/gateway-error.ts';
+import { problemFor } from '../../../src/http/problem.ts';
 
 describe('problem+json mapping', () => {
   it.each(Object.keys(ERROR_CODES) as ErrorCode[])('%s maps to its status with a problem body', (code) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { assertJsonBodyHeaders, MAX_JSON_DEPTH, parseJsonRpcBody, parseStrictJson } from '../../../src/mcp/json-rpc-body.ts';
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');

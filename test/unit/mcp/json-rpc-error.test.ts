@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { mcpRefusalResponse, mcpRequestRefusal } from '../../../src/mcp/json-rpc-error.ts';
 
 const call = (name: string, id?: number | string) => ({ jsonrpc: '2.0', ...(id === undefined ? {} : { id }), method: 'tools/call', params: { name } });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { MemorySessionBindings } from '../../../src/mcp/session-bindings.ts';
 import {
   legacySessionIdOfEndpoint,

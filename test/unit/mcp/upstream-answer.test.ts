@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { hasNoBody, sendCheckedAnswer, type CheckedAnswerOptions } from '../../../src/mcp/upstream-answer.ts';
 
 const SECRET = 'place_outbound_call';

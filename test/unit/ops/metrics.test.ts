@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES } from '../../../src/http/errors.ts';
-import type { ErrorCode } from '../../../src/http/errors.ts';
+import { ERROR_CODES } from '../../../src/errors/gateway-error.ts';
+import type { ErrorCode } from '../../../src/errors/gateway-error.ts';
 import { Metrics, OTHER } from '../../../src/ops/metrics.ts';
 import type { CredentialKind, DecisionReason } from '../../../src/ops/metrics.ts';
 

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { errorHandler } from '../../../src/http/error-handler.ts';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { methodNotAllowed } from '../../../src/http/method-not-allowed.ts';
 import type { ApiKeyPrincipal } from '../../../src/policy/principal.ts';
 import type { CompiledRoute } from '../../../src/policy/routes.ts';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import type { AdminPrincipal, ApiKeyPrincipal } from '../../../src/policy/principal.ts';
 import { OpenStreams } from '../../../src/proxy/open-streams.ts';
 

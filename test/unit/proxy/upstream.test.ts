@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { GatewayError } from '../../../src/http/errors.ts';
+import type { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { Upstream, type UpstreamStatus } from '../../../src/proxy/upstream.ts';
 
 const TIMEOUT_MS = 300;

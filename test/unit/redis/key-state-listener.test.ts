@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { createKeyStateListener } from '../../../src/redis/key-state-listener.ts';
 import type { BarrierResult } from '../../../src/redis/revocation-bus.ts';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { keyPrefixOf } from '../../../src/credentials/key-format.ts';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { MemoryFailureLimiter } from '../../../src/limits/failure-limiter.ts';
 import {
   KEY_PREFIX_FAILURE_LIMIT,

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { generateKey, KEY_PREFIX_LENGTH, keyPrefixOf } from '../../../src/credentials/key-format.ts';
-import { GatewayError } from '../../../src/http/errors.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { KeyVerifier, type KeyVerifierOptions } from '../../../src/verify/key-verifier.ts';
 import { codeOf, forgedKey, FrozenClock, KeyTable, T0, tinyHasher } from './support.ts';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Argon2Hasher } from '../../../src/crypto/argon2.ts';
 import { appendChecksum, generateKey, KEY_BODY_LENGTH, KEY_PREFIX_LENGTH, KEY_TAG, keyPrefixOf } from '../../../src/credentials/key-format.ts';
-import { GatewayError, type ErrorCode } from '../../../src/http/errors.ts';
+import { GatewayError, type ErrorCode } from '../../../src/errors/gateway-error.ts';
 import type { ApiKeyRow, Store } from '../../../src/store/store.ts';
 
 /** Tiny argon2id parameters: real hashing, unit-test speed. */
