@@ -1,44 +1,42 @@
 import { randomBytes } from 'node:crypto';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { AddressInfo } from 'node:net';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { LoginService, LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS } from './admin/login.ts';
 import { SessionTokens } from './admin/sessions.ts';
 import type { Config } from './config/load.ts';
 import { Argon2Hasher } from './crypto/argon2.ts';
-import { registerApiKeyRoutes } from './http/api-key-routes.ts';
-import { registerAuthRoutes } from './http/auth-routes.ts';
-import { errorHandler, sendProblem } from './http/error-handler.ts';
+import { OwnEndpoints } from './door/own-endpoints.ts';
+import { RequestDoor } from './door/request-door.ts';
 import { GatewayError } from './errors/gateway-error.ts';
-import { KeyService, type KeyStateListener } from './keys/key-service.ts';
-import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
-import { Metrics } from './ops/metrics.ts';
-import { compileRoutes } from './policy/routes.ts';
-import { createAuthorizer, type AuthorizerDeps } from './proxy/authorize.ts';
-import { registerForwarding } from './proxy/forward.ts';
-import { createFastLane } from './proxy/fast-lane.ts';
-import { ForwardedRoutes } from './proxy/forwarded-routes.ts';
-import { handedOverRequestId } from './proxy/hand-over.ts';
+import { clientErrorHandler } from './http/client-error.ts';
+import { errorHandler, sendProblem } from './http/error-handler.ts';
+import { registerEndpoints } from './http/endpoints.ts';
+import { PublicServers, type Resolve } from './http/public-server.ts';
 import { requestIdOf } from './http/request-id.ts';
-import { Upstream } from './proxy/upstream.ts';
-import { OpenStreams } from './proxy/open-streams.ts';
-import { createMcpHandler, registerMcpRoutes } from './mcp/mcp-handler.ts';
+import { KeyService } from './keys/key-service.ts';
+import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, EMBEDDED_USAGE_FLUSH_INTERVAL_MS, UsageRecorder } from './keys/usage-recorder.ts';
+import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
+import { createMcpHandler } from './mcp/mcp-handler.ts';
 import { MemorySessionBindings, type SessionBindings } from './mcp/session-bindings.ts';
 import { RedisSessionBindings } from './mcp/redis-session-bindings.ts';
-import { assertSingleHeaders } from './proxy/raw-headers.ts';
-import type { Store } from './store/store.ts';
-import { createKeyStateListener } from './redis/key-state-listener.ts';
-import { RedisTier } from './redis/redis-tier.ts';
-import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, EMBEDDED_USAGE_FLUSH_INTERVAL_MS, UsageRecorder } from './keys/usage-recorder.ts';
-import { KeyVerifier, KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS, KEY_PREFIX_PROBE_INTERVAL_MS } from './verify/key-verifier.ts';
-import { RedisProbeGate } from './redis/probe-gate.ts';
 import { exportArgon2Stats } from './ops/argon2-metrics.ts';
-import { clientErrorHandler } from './http/client-error.ts';
-import { installLingeringClose, isLingering } from './http/lingering-close.ts';
-import { publicServer } from './http/public-server.ts';
+import { Metrics } from './ops/metrics.ts';
 import { exportVerifierStats } from './ops/verifier-metrics.ts';
-import { AuditTrail } from './audit/audit-trail.ts';
-import { registerAuditRoutes } from './http/audit-routes.ts';
-import { registerOpenApi } from './http/openapi.ts';
-import { VERSION } from './version.ts';
+import { Authenticator } from './pipeline/authenticate.ts';
+import { RequestPipeline } from './pipeline/request-pipeline.ts';
+import { compileRoutes } from './policy/routes.ts';
+import { ToolGrants } from './policy/scopes.ts';
+import { Forwarder } from './proxy/forward.ts';
+import { OpenStreams } from './proxy/open-streams.ts';
+import { assertSingleHeaders } from './proxy/raw-headers.ts';
+import { Upstream } from './proxy/upstream.ts';
+import { IdentityHeaderValues } from './proxy/upstream-headers.ts';
+import { createKeyStateListener } from './redis/key-state-listener.ts';
+import { RedisProbeGate } from './redis/probe-gate.ts';
+import { RedisTier } from './redis/redis-tier.ts';
+import type { Store } from './store/store.ts';
+import { KeyVerifier, KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS, KEY_PREFIX_PROBE_INTERVAL_MS } from './verify/key-verifier.ts';
+import { isLingering } from './http/lingering-close.ts';
 
 export interface Deps {
   store: Store;
@@ -58,28 +56,88 @@ export interface Gateway {
   metrics: Metrics;
   /** Shared with other replicas (REDIS_URL); undefined for a single replica. */
   redis: RedisTier | undefined;
+  /** Listens on `host` (every address `localhost` names: `resolve`, DNS by default) and `port`, all through the one door. */
+  listen(port: number, host: string, resolve?: Resolve): Promise<void>;
+  /** Ends every public connection at once (past the drain time of a shutdown). */
+  closeAllConnections(): void;
 }
 
 /** How long a closing connection's late request bytes are read and dropped so its last answer arrives (nginx: 5 s idle). */
 const LINGER_MS = 2_000;
 
-/** Builds the public fastify instance from its parts; `main.ts` listens. No module-level state. */
+/**
+ * Builds the gateway from its parts; `main.ts` listens. Every request goes through the one door
+ * (`RequestDoor`): fastify serves only the gateway's own endpoints (docs/architecture.md).
+ * No module-level state: everything with state is made here.
+ */
 export async function build(config: Config, deps: Deps): Promise<Gateway> {
-  const { env } = config;
   const now = deps.now ?? (() => new Date());
-  // Built before the metrics exist, so a dropped connection is counted through this late-bound hook.
-  let connectionDropped = () => {};
-  const server = publicServer(
-    {
-      headersTimeoutMs: env.HEADERS_TIMEOUT,
-      requestTimeoutMs: env.REQUEST_TIMEOUT,
-      keepAliveTimeoutMs: env.KEEP_ALIVE_TIMEOUT,
-      maxConnections: env.MAX_CONNECTIONS,
+  // The metrics are made after the servers, so a dropped connection is counted through this late-bound hook.
+  let dropped = () => {};
+  const servers = new PublicServers(connectionLimits(config), { dropped: () => dropped() });
+  const app = createFastify(config, deps, servers);
+  // Before any route: it mirrors every path fastify serves, for the door.
+  const ownEndpoints = new OwnEndpoints(app);
+  const metrics = new Metrics({ routes: config.tables.routes.map((route) => route.name) });
+  dropped = () => metrics.connectionDropped();
+  metrics.setOpenConnections(() => servers.connections());
+  metrics.setKeyCounter(() => deps.store.countKeysByStatus(now()));
+
+  const core = await buildCore(config, deps.store, app.log, metrics, now);
+  const { redis, verifier, sessions, hasher, keys, usage, streams } = core;
+  if (redis !== undefined) app.addHook('onClose', () => redis.close());
+  const pipeline = new RequestPipeline({
+    routes: compileRoutes(config.tables),
+    tables: config.tables,
+    authenticator: new Authenticator({ verifier, sessions }),
+    licence: config.licence,
+    now,
+    usage,
+    observe: ({ allowed, code, credential, route, seconds }) => metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
+  });
+  await registerEndpoints(app, { config, store: deps.store, now, metrics, login: core.login, keys, guard: pipeline });
+  const door = buildDoor(config, app, { pipeline, streams, metrics, redis, ownEndpoints });
+  servers.route(door);
+  app.addHook('preClose', (done) => {
+    door.close();
+    done();
+  });
+  app.addHook('onClose', (_app, done) => {
+    servers.closeFurther();
+    done();
+  });
+  return {
+    app,
+    hasher,
+    sessions,
+    keys,
+    verifier,
+    usage,
+    metrics,
+    redis,
+    listen: async (port, host, resolve) => {
+      await app.listen({ port, host });
+      const bound = app.server.address() as AddressInfo;
+      await servers.listenFurther(host, bound.port, bound.address, resolve);
     },
-    { dropped: () => connectionDropped() },
-  );
+    closeAllConnections: () => servers.closeAllConnections(),
+  };
+}
+
+function connectionLimits({ env }: Config) {
+  return {
+    headersTimeoutMs: env.HEADERS_TIMEOUT,
+    requestTimeoutMs: env.REQUEST_TIMEOUT,
+    keepAliveTimeoutMs: env.KEEP_ALIVE_TIMEOUT,
+    maxConnections: env.MAX_CONNECTIONS,
+    lingerMs: LINGER_MS,
+  };
+}
+
+/** Fastify, for the gateway's own endpoints only: the door hands it nothing else. */
+function createFastify({ env }: Config, deps: Deps, servers: PublicServers): FastifyInstance {
   const app = Fastify({
-    serverFactory: server.factory,
+    serverFactory: servers.factory,
     logger: deps.logger ?? {
       level: env.LOG_LEVEL,
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], censor: '[redacted]' },
@@ -89,20 +147,18 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     bodyLimit: env.BODY_LIMIT,
     // A client's x-request-id is kept when it is a plain token, so traces join up; anything else is replaced.
     requestIdHeader: false,
-    genReqId: (request) => handedOverRequestId(request) ?? requestIdOf(request),
+    genReqId: requestIdOf,
     return503OnClosing: true,
     clientErrorHandler,
     // A target fastify's router cannot decode (`%zz`) is refused before any hook runs: answer it as problem+json too.
     frameworkErrors: (error, request, reply) =>
       sendProblem(reply, new GatewayError('ambiguous_path', 'The request path has a malformed percent-encoding', { cause: error }), request),
   });
-  // Before any route: it mirrors every route fastify registers, to tell the fast lane what it may serve.
-  const forwardedRoutes = new ForwardedRoutes(app);
   // Every answer carries the request id; and Node keeps the first of two Authorization or Host
   // headers where another hop might read the last. One callback hook: no promise per request.
   app.addHook('onRequest', (request, reply, done) => {
     if (isLingering(request.raw.socket)) {
-      // Bytes a client sent after its connection was closed: never served, never forwarded.
+      // Bytes a client sent after its connection was closed: never served.
       reply.hijack();
       request.raw.socket.destroy();
       return;
@@ -116,61 +172,66 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     }
     done();
   });
-  installLingeringClose(app.server, LINGER_MS);
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(() => {
     throw new GatewayError('not_found', 'No such endpoint');
   });
   app.removeContentTypeParser('text/plain');
+  return app;
+}
 
-  const hasher = new Argon2Hasher({
-    memoryKiB: env.ARGON2_MEMORY_KIB,
-    timeCost: env.ARGON2_TIME_COST,
-    parallelism: env.ARGON2_PARALLELISM,
-    concurrency: env.ARGON2_CONCURRENCY,
-  });
-  const secret = env.JWT_SECRET ?? (await deps.store.getOrCreateSetting('jwt_secret', randomBytes(32).toString('base64url')));
+/** The parts with state behind the pipeline and the endpoints: hashing, sessions, keys, Redis, streams. */
+export interface Core {
+  hasher: Argon2Hasher;
+  sessions: SessionTokens;
+  login: LoginService;
+  redis: RedisTier | undefined;
+  usage: UsageRecorder;
+  verifier: KeyVerifier;
+  streams: OpenStreams;
+  keys: KeyService;
+}
+
+async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, metrics: Metrics, now: () => Date): Promise<Core> {
+  const { env } = config;
+  const hasher = new Argon2Hasher({ memoryKiB: env.ARGON2_MEMORY_KIB, timeCost: env.ARGON2_TIME_COST, parallelism: env.ARGON2_PARALLELISM, concurrency: env.ARGON2_CONCURRENCY });
+  const secret = env.JWT_SECRET ?? (await store.getOrCreateSetting('jwt_secret', randomBytes(32).toString('base64url')));
   const sessions = new SessionTokens({ secret: new TextEncoder().encode(secret), ttlSeconds: env.ADMIN_SESSION_TTL, now });
   // Opened without waiting for Redis: with Redis away the gateway starts and serves through the store.
-  const redis = env.REDIS_URL === undefined ? undefined : await RedisTier.open({ url: env.REDIS_URL, store: deps.store, log: app.log });
-  if (redis !== undefined) app.addHook('onClose', () => redis.close());
+  const redis = env.REDIS_URL === undefined ? undefined : await RedisTier.open({ url: env.REDIS_URL, store, log });
   const login = new LoginService({
-    store: deps.store,
+    store,
     hasher,
     sessions,
-    limiter:
-      redis?.limiter('login', LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS) ??
-      new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
-    onError: (error) => app.log.warn({ err: error }, 'admin password hash upgrade or login decoy refresh failed; retried later'),
+    limiter: redis?.limiter('login', LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS) ?? new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
+    onError: (error) => log.warn({ err: error }, 'admin password hash upgrade or login decoy refresh failed; retried later'),
   });
-  const metrics = new Metrics({ routes: config.tables.routes.map((route) => route.name) });
-  connectionDropped = () => metrics.connectionDropped();
-  metrics.setOpenConnections(
-    () => new Promise((resolve, reject) => app.server.getConnections((error, count) => (error ? reject(error) : resolve(count)))),
-  );
-  metrics.setKeyCounter(() => deps.store.countKeysByStatus(now()));
   const usage = new UsageRecorder({
-    store: deps.store,
-    intervalMs: deps.store.kind === 'embedded' ? EMBEDDED_USAGE_FLUSH_INTERVAL_MS : DEFAULT_USAGE_FLUSH_INTERVAL_MS,
-    onError: (error) => app.log.warn({ err: error }, 'could not write last_used_at; kept for the next write'),
+    store,
+    intervalMs: store.kind === 'embedded' ? EMBEDDED_USAGE_FLUSH_INTERVAL_MS : DEFAULT_USAGE_FLUSH_INTERVAL_MS,
+    onError: (error) => log.warn({ err: error }, 'could not write last_used_at; kept for the next write'),
   });
   const verifier = new KeyVerifier({
-    store: deps.store,
+    store,
     hasher,
-    usage,
     cacheSize: env.KEY_CACHE_SIZE,
     stateTtlMs: env.KEY_CACHE_TTL,
     now: () => now().getTime(),
     limiter: redis?.limiter('key_prefix', KEY_PREFIX_FAILURE_LIMIT, KEY_PREFIX_FAILURE_WINDOW_MS),
-    probe:
-      redis === undefined
-        ? undefined
-        : new RedisProbeGate({ redis: redis.commands, name: 'key_prefix', intervalMs: KEY_PREFIX_PROBE_INTERVAL_MS, prefix: redis.prefix }),
+    probe: redis === undefined ? undefined : new RedisProbeGate({ redis: redis.commands, name: 'key_prefix', intervalMs: KEY_PREFIX_PROBE_INTERVAL_MS, prefix: redis.prefix }),
     shared: redis?.identity,
   });
   // Streams and tunnels by credential: a key's end (the eviction below, on every replica before
   // it acknowledges the barrier) cuts them before the answer that ended it leaves.
   const streams = new OpenStreams({ maxPerCredential: env.MAX_STREAMS_PER_KEY, now });
+  const keys = new KeyService({ store, hasher, licenceLimit: config.licence.apiKeys, listener: keyStateListener(verifier, streams, redis, metrics), now });
+  exportVerifierStats(metrics, () => verifier.stats());
+  exportArgon2Stats(metrics, () => hasher.stats());
+  return { hasher, sessions, login, redis, usage, verifier, streams, keys };
+}
+
+/** How a key's change reaches this replica's caches and streams, and (with Redis) every other replica's. */
+function keyStateListener(verifier: KeyVerifier, streams: OpenStreams, redis: RedisTier | undefined, metrics: Metrics) {
   const evict = (keyId: number) => {
     verifier.evict(keyId);
     streams.closeKey(keyId);
@@ -187,62 +248,17 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     },
   });
   redis?.onStatus((up) => metrics.setDependencyUp('redis', up));
-  const listener: KeyStateListener = createKeyStateListener({
-    evict,
-    bus: revocations,
-    observe: (barrier) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed),
-  });
-  const keys = new KeyService({ store: deps.store, hasher, licenceLimit: config.licence.apiKeys, listener, now });
+  return createKeyStateListener({ evict, bus: revocations, observe: (barrier) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed) });
+}
 
-  exportVerifierStats(metrics, () => verifier.stats());
-  exportArgon2Stats(metrics, () => hasher.stats());
-  const audit = new AuditTrail({
-    store: deps.store,
-    now,
-    onError: (error) => app.log.error({ err: error }, 'could not write an audit event'),
-  });
-  app.addHook('onClose', () => audit.flush());
-  registerAuthRoutes(app, login, {
-    loginThrottled: (address) => {
-      metrics.login('throttled');
-      metrics.throttled('login');
-      app.log.warn({ event: 'login_throttled', address }, 'admin login throttled');
-    },
-    loginSucceeded: (adminId, address) => {
-      metrics.login('success');
-      app.log.info({ event: 'login_succeeded', adminId, address }, 'admin logged in');
-      audit.record({ action: 'login_succeeded', actorKind: 'admin', actorId: String(adminId), subjectId: String(adminId), clientAddress: address });
-    },
-    loginFailed: (adminId, address) => {
-      metrics.login('failure');
-      app.log.warn({ event: 'login_failed', adminId, address }, 'admin login failed');
-      // adminId is null for an unknown email; the email itself is not kept (it may be a mistyped password).
-      audit.record({ action: 'login_failed', actorKind: null, actorId: null, subjectId: adminId === null ? null : String(adminId), clientAddress: address });
-    },
-  });
-  registerApiKeyRoutes(app, {
-    keys,
-    sessions,
-    knownScopes: config.knownScopes,
-    now,
-    events: {
-      keyCreated: (admin, keyId, address) => {
-        app.log.info({ event: 'key_created', adminId: admin.adminId, keyId, address }, 'API key created');
-        audit.record({ action: 'key_created', actorKind: 'admin', actorId: String(admin.adminId), subjectId: String(keyId), clientAddress: address });
-      },
-      keyRevoked: (admin, keyId, address) => {
-        app.log.info({ event: 'key_revoked', adminId: admin.adminId, keyId, address }, 'API key revoked');
-        audit.record({ action: 'key_revoked', actorKind: 'admin', actorId: String(admin.adminId), subjectId: String(keyId), clientAddress: address });
-      },
-    },
-  });
-  registerAuditRoutes(app, { audit, sessions });
-  await registerOpenApi(app, { knownScopes: config.knownScopes, version: VERSION, openapi: env.OPENAPI_ENABLED, docs: env.DOCS_ENABLED });
-
-  const authorizerDeps = { routes: compileRoutes(config.tables), tables: config.tables, verifier, sessions, licence: config.licence, now };
-  const observeDecision: AuthorizerDeps['observe'] = ({ allowed, code, credential, route, seconds }) =>
-    metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds);
-  const authorize = createAuthorizer({ ...authorizerDeps, observe: observeDecision });
+/** The one door and what it forwards with: the upstream, the MCP handler, the forwarder. */
+function buildDoor(
+  config: Config,
+  app: FastifyInstance,
+  parts: { pipeline: RequestPipeline; streams: OpenStreams; metrics: Metrics; redis: RedisTier | undefined; ownEndpoints: OwnEndpoints },
+): RequestDoor {
+  const { env } = config;
+  const { pipeline, streams, metrics, redis } = parts;
   // The way upstream for the whole gateway (generic forwarding, WebSockets, MCP): ordinary requests and streams on pools of their own.
   const upstream = new Upstream({
     url: env.UPSTREAM_URL,
@@ -252,17 +268,17 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     observed: (route, status, seconds) => metrics.upstream(route, status, seconds),
     streams,
   });
+  app.addHook('preClose', (done) => {
+    upstream.endTunnels();
+    done();
+  });
   app.addHook('onClose', () => upstream.close());
-  const forward = registerForwarding(app, { upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, authorize, streams });
-  // The MCP paths: messages decided before forwarding, sessions bound to their key (shared through Redis when set).
+  const identity = new IdentityHeaderValues();
+  // MCP sessions are bound to their key, shared through Redis when set.
   const bindings: SessionBindings =
     redis === undefined
       ? new MemorySessionBindings()
-      : new RedisSessionBindings({
-          redis: redis.commands,
-          prefix: redis.prefix,
-          onError: (error) => app.log.debug({ err: error }, 'MCP session binding kept in this replica only'),
-        });
+      : new RedisSessionBindings({ redis: redis.commands, prefix: redis.prefix, onError: (error) => app.log.debug({ err: error }, 'MCP session binding kept in this replica only') });
   const mcp = createMcpHandler({
     upstream,
     forwardAuthorization: env.FORWARD_AUTHORIZATION,
@@ -270,22 +286,13 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     maxBatch: env.MCP_MAX_BATCH,
     tables: config.tables,
     licence: config.licence,
-    now,
-    // Observed once per request by the handler, after the messages are decided.
-    authorize: createAuthorizer(authorizerDeps),
+    pipeline,
+    grants: new ToolGrants(config.tables),
+    identity,
     bindings,
     log: app.log,
     streams,
-    observe: observeDecision,
   });
-  registerMcpRoutes(app, mcp);
-  // The allow path of a cached credential and every MCP request skip fastify; fastify serves the
-  // rest, and every request on a secondary binding.
-  const lane = createFastLane({ routes: forwardedRoutes, authorize, forward, bodyLimit: env.BODY_LIMIT, fastify: app.routing, log: app.log, mcp });
-  server.route(lane.listener);
-  app.addHook('preClose', (done) => {
-    lane.close();
-    done();
-  });
-  return { app, hasher, sessions, keys, verifier, usage, metrics, redis };
+  const forwarder = new Forwarder({ upstream, forwardAuthorization: env.FORWARD_AUTHORIZATION, bodyLimit: env.BODY_LIMIT, streams, identity });
+  return new RequestDoor({ ownEndpoints: parts.ownEndpoints, fastify: app.routing, pipeline, forwarder, mcp, bodyLimit: env.BODY_LIMIT, log: app.log });
 }

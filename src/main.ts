@@ -36,7 +36,7 @@ export async function serve(environment: Record<string, string | undefined> = pr
   gateway.metrics.setDependencyUp('store', true);
   const state: OpsState = { draining: false };
   const ops = buildOpsServer({ store, state, metrics: gateway.metrics, redis: gateway.redis });
-  await listenOrExplain(() => app.listen({ port: env.PORT, host: env.HOST }), 'PORT', env.PORT);
+  await listenOrExplain(() => gateway.listen(env.PORT, env.HOST), 'PORT', env.PORT);
   await listenOrExplain(() => ops.listen({ port: env.OPS_PORT, host: env.HOST }), 'OPS_PORT', env.OPS_PORT);
 
   let stopping = false;
@@ -48,7 +48,7 @@ export async function serve(environment: Record<string, string | undefined> = pr
     const timer = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
     timer.unref();
     // In-flight requests (streams included) finish within DRAIN_MS; then the last uses are written.
-    const drainLimit = setTimeout(() => app.server.closeAllConnections(), DRAIN_MS);
+    const drainLimit = setTimeout(() => gateway.closeAllConnections(), DRAIN_MS);
     await app.close();
     clearTimeout(drainLimit);
     await gateway.usage.close().catch((error: unknown) => app.log.error({ err: error }, 'could not write the last key uses'));

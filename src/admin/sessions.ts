@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { errors as joseErrors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
@@ -16,13 +16,14 @@ export interface IssuedSession {
   expiresIn: number;
 }
 
-export type VerifiedSession = AdminPrincipal & { expiresAt: Date };
+export type VerifiedSession = AdminPrincipal;
 
 /**
  * Admin session tokens: HS256 JWTs with `iss`, `aud`, `sub`, `jti`, `iat` and `exp`.
- * A verified token is remembered until its `exp`: nothing else about it can change (sessions
- * are not revoked before they expire), so checking the clock against `exp` is all a repeated
- * verification would do, without the HMAC and the parsing.
+ * Verification proves who a token is; whether it is still valid is `decide()`'s rule, which
+ * checks the principal's `expiresAt` (the token's `exp`) against the clock on every request.
+ * A verified token is remembered (nothing about it can change: sessions are not revoked before
+ * they expire), so a repeated verification costs a lookup instead of the HMAC and the parsing.
  */
 export class SessionTokens {
   readonly #secret: Uint8Array;
@@ -51,19 +52,17 @@ export class SessionTokens {
     return { token, expiresAt: new Date(exp * 1000), expiresIn: this.#ttlSeconds };
   }
 
-  /** The session of a token verified before and not yet expired; undefined: call `verify`. */
+  /** The session of a token verified before; undefined: call `verify`. */
   verifyCached(token: string): VerifiedSession | undefined {
-    const session = this.#verified.get(token);
-    if (session === undefined) return undefined;
-    // jose refuses a token once `exp` <= now (clockTolerance 0); so does this.
-    if (session.expiresAt.getTime() <= this.#now().getTime()) {
-      this.#verified.delete(token);
-      return undefined;
-    }
-    return session;
+    return this.#verified.get(token);
   }
 
-  /** Verifies with the algorithm pinned and `exp`, `iss`, `aud` enforced; throws a 401 GatewayError. */
+  /**
+   * Verifies with the algorithm pinned and `iss`, `aud`, `sub`, `jti` and `exp` required;
+   * throws a 401 GatewayError for a token that is not one of ours. A token past its `exp` is
+   * ours all the same (jose checks `exp` after everything else): its session is returned, for
+   * `decide()` to refuse as expired.
+   */
   async verify(token: string): Promise<VerifiedSession> {
     const cached = this.verifyCached(token);
     if (cached !== undefined) return cached;
@@ -76,19 +75,22 @@ export class SessionTokens {
         currentDate: this.#now(),
         clockTolerance: 0,
       });
-      const adminId = Number(payload.sub);
-      if (!Number.isSafeInteger(adminId) || adminId <= 0 || String(adminId) !== payload.sub) {
-        throw new GatewayError('invalid_credential', 'Invalid admin token');
-      }
-      const session: VerifiedSession = Object.freeze({ kind: 'admin', adminId, expiresAt: new Date(payload.exp! * 1000) });
+      const session = sessionOf(payload);
       this.#verified.set(token, session);
       return session;
     } catch (error) {
       if (error instanceof GatewayError) throw error;
-      if (error instanceof joseErrors.JWTExpired) {
-        throw new GatewayError('expired_credential', 'Admin token has expired; log in again');
-      }
+      // Thrown only once the signature and every other claim have passed.
+      if (error instanceof joseErrors.JWTExpired && error.claim === 'exp') return sessionOf(error.payload);
       throw new GatewayError('invalid_credential', 'Invalid admin token');
     }
   }
+}
+
+function sessionOf(payload: JWTPayload): VerifiedSession {
+  const adminId = Number(payload.sub);
+  if (!Number.isSafeInteger(adminId) || adminId <= 0 || String(adminId) !== payload.sub || typeof payload.exp !== 'number') {
+    throw new GatewayError('invalid_credential', 'Invalid admin token');
+  }
+  return Object.freeze({ kind: 'admin', adminId, expiresAt: new Date(payload.exp * 1000) });
 }

@@ -1,25 +1,15 @@
 import type { FastifyRequest } from 'fastify';
-import type { SessionTokens } from '../admin/sessions.ts';
-import { extractBearer } from '../credentials/bearer.ts';
+import { errorOf } from '../policy/denial.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
-import { GatewayError } from '../errors/gateway-error.ts';
+import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
 
 /**
- * Admin-only endpoints accept an admin session token and nothing else: an API key is a 401
- * `wrong_credential_type` whatever its scopes (docs/api-keys.md), decided by its shape alone.
+ * The admin-only endpoints' guard: the one pipeline's decision for a route that needs an admin
+ * session token (an API key is a 401 `wrong_credential_type` whatever its scopes, decided by its
+ * shape alone: docs/api-keys.md). A refusal is thrown for fastify's error handler to render.
  */
-export async function requireAdmin(request: FastifyRequest, sessions: SessionTokens): Promise<AdminPrincipal> {
-  const credential = extractBearer(request.headers.authorization);
-  switch (credential.kind) {
-    case 'none':
-      throw new GatewayError('missing_credential', 'An admin session token is required');
-    case 'api_key':
-      throw new GatewayError('wrong_credential_type', 'An API key cannot be used here; log in as an admin');
-    case 'unknown':
-      throw new GatewayError('invalid_credential', 'Invalid admin token');
-    case 'jwt': {
-      const { adminId } = await sessions.verify(credential.token);
-      return { kind: 'admin', adminId };
-    }
-  }
+export async function requireAdmin(request: FastifyRequest, pipeline: Pick<RequestPipeline, 'authorizeAdmin'>): Promise<AdminPrincipal> {
+  const verdict = await pipeline.authorizeAdmin(request.raw);
+  if ('allow' in verdict) throw errorOf(verdict);
+  return verdict;
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { SessionTokens } from '../admin/sessions.ts';
+import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
 import { createKeyBodySchema, parseCreateKeyRequest } from '../keys/create-request.ts';
 import type { KeyService } from '../keys/key-service.ts';
 import { toRecord } from '../keys/record.ts';
@@ -20,7 +20,8 @@ export interface KeyEvents {
 
 export interface ApiKeyRouteDeps {
   keys: KeyService;
-  sessions: SessionTokens;
+  /** The admin guard: the one pipeline's decision. */
+  guard: Pick<RequestPipeline, 'authorizeAdmin'>;
   knownScopes: ReadonlySet<string>;
   events: KeyEvents;
   now: () => Date;
@@ -28,11 +29,11 @@ export interface ApiKeyRouteDeps {
 
 /** POST, GET and DELETE of /api/v1/api-keys: admin token only, checked before the body is read. */
 export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps): void {
-  const { keys, sessions, events, now } = deps;
+  const { keys, guard, events, now } = deps;
   const createSchema = createKeyBodySchema(deps.knownScopes);
   const admins = new WeakMap<FastifyRequest, AdminPrincipal>();
   const authenticate = async (request: FastifyRequest) => {
-    admins.set(request, await requireAdmin(request, sessions));
+    admins.set(request, await requireAdmin(request, guard));
   };
   const adminOf = (request: FastifyRequest) => admins.get(request)!;
 

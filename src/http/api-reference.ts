@@ -10,7 +10,7 @@ export interface ApiReferenceOptions {
 }
 
 /** Not passed on from the renderer's answer: the connection's own, and what fastify recomputes. */
-const NOT_RELAYED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date']);
+const NOT_RELAYED: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date']);
 
 /**
  * The API reference page (Scalar). Its plugin reads its 4 MB renderer script into memory when

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { SessionTokens } from '../admin/sessions.ts';
+import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
 import type { AuditTrail } from '../audit/audit-trail.ts';
 import { toAuditRecord } from '../audit/record.ts';
 import { requireAdmin } from './admin-guard.ts';
@@ -30,8 +30,8 @@ export const auditQuerySchema = z.strictObject({
 });
 
 /** `GET /api/v1/audit-events`: admin token only; newest first, paged with `limit` and `before`. */
-export function registerAuditRoutes(app: FastifyInstance, deps: { audit: AuditTrail; sessions: SessionTokens }): void {
-  app.get(AUDIT_EVENTS_PATH, { onRequest: async (request) => void (await requireAdmin(request, deps.sessions)) }, async (request, reply) => {
+export function registerAuditRoutes(app: FastifyInstance, deps: { audit: AuditTrail; guard: Pick<RequestPipeline, 'authorizeAdmin'> }): void {
+  app.get(AUDIT_EVENTS_PATH, { onRequest: async (request) => void (await requireAdmin(request, deps.guard)) }, async (request, reply) => {
     const query = auditQuerySchema.safeParse(request.query);
     if (!query.success) {
       const errors = query.error.issues.map((issue) => ({

@@ -3,7 +3,7 @@ import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
 import { problemFor } from './problem.ts';
 
 /** Node's HTTP parser errors that mean the header section was too big: 431, not 400. */
-const HEADER_OVERFLOW = new Set(['HPE_HEADER_OVERFLOW']);
+const HEADER_OVERFLOW: ReadonlySet<string> = new Set(['HPE_HEADER_OVERFLOW']);
 /** Node's `headersTimeout` or `requestTimeout` ran out (HEADERS_TIMEOUT, REQUEST_TIMEOUT): 408. */
 const REQUEST_TIMEOUT = 'ERR_HTTP_REQUEST_TIMEOUT';
 

@@ -49,12 +49,19 @@ function logAnswer(log: FastifyBaseLogger, gatewayError: GatewayError, error: un
 
 /**
  * `errorHandler` for a bare `ServerResponse`, for a request fastify's error handler never sees
- * (the fast lane's refusals, the MCP handler's credential refusals): the same problem+json,
- * headers and log line, `reqId` added as fastify's request logger adds it.
+ * (the door's refusals and failures, the MCP handler's credential refusals): the same problem+json,
+ * headers and log line, `reqId` added as fastify's request logger adds it. The line is logged even
+ * when the client has left, so a failure is never lost.
  */
 export function sendError(response: ServerResponse, error: unknown, requestId: string, log: FastifyBaseLogger): void {
   const gatewayError = toGatewayError(error as Error);
   logAnswer(log, gatewayError, error, { reqId: requestId });
+  if (response.destroyed) return;
+  // An answer already under way cannot be followed by another: the connection just ends.
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
   writeProblem(response, gatewayError, requestId);
 }
 

@@ -43,9 +43,6 @@ export type OpenApiDocument = JsonSchema & { openapi: string; paths: Record<stri
  * description cannot drift from the code. Built once: its only input is the config.
  */
 export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: string): OpenApiDocument {
-  const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-  const json = (schema: JsonSchema) => ({ 'application/json': { schema } });
-  const admin = [{ adminToken: [] }];
   return {
     openapi: '3.1.0',
     info: {
@@ -63,94 +60,11 @@ export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: 
       { name: 'meta', description: 'This document' },
     ],
     paths: {
-      [LOGIN_PATH]: {
-        post: {
-          operationId: 'login',
-          tags: ['auth'],
-          summary: 'Log in as an admin',
-          description: 'A wrong email and a wrong password get the same 401. After 10 failures for one email or from one address within 15 minutes, logins are answered 429 until the window closes.',
-          security: [],
-          requestBody: { required: true, content: json(ref('LoginRequest')) },
-          responses: {
-            '200': { description: 'An admin session token', headers: noStore(), content: json(ref('LoginResponse')) },
-            ...problems('validation_failed', 'bad_request', 'invalid_credential', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'store_unavailable'),
-          },
-        },
-      },
-      [API_KEYS_PATH]: {
-        post: {
-          operationId: 'createApiKey',
-          tags: ['api-keys'],
-          summary: 'Create an API key',
-          description: 'The raw key is in this response only. Creating a key over `LICENSE_API_KEYS` is 402 and creates nothing.',
-          security: admin,
-          requestBody: { required: true, content: json(ref('CreateApiKeyRequest')) },
-          responses: {
-            '201': {
-              description: 'The created key: its record and the raw key',
-              headers: { location: { description: '/api/v1/api-keys/{id}', schema: { type: 'string' } }, ...noStore() },
-              content: json(ref('CreatedApiKey')),
-            },
-            ...problems('validation_failed', 'bad_request', ...ADMIN_REFUSALS, 'license_limit', 'payload_too_large', 'unsupported_media_type', 'store_unavailable'),
-          },
-        },
-        get: {
-          operationId: 'listApiKeys',
-          tags: ['api-keys'],
-          summary: 'List API keys',
-          description: 'Every key, revoked and expired ones included (`is_active: false`), by id; never the raw key.',
-          security: admin,
-          responses: {
-            '200': { description: 'The records', headers: noStore(), content: json({ type: 'array', items: ref('ApiKeyRecord') }) },
-            ...problems(...ADMIN_REFUSALS, 'store_unavailable'),
-          },
-        },
-      },
-      [`${API_KEYS_PATH}/{id}`]: {
-        delete: {
-          operationId: 'revokeApiKey',
-          tags: ['api-keys'],
-          summary: 'Revoke an API key',
-          description: 'At once: the key\'s next use is 401 `revoked_credential`. Revoking a revoked key is 204 again.',
-          security: admin,
-          parameters: [
-            {
-              name: 'id',
-              in: 'path',
-              required: true,
-              description: 'A canonical decimal integer; `0` or a negative one is 404, anything else that is not one is 400',
-              schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
-            },
-          ],
-          responses: {
-            '204': { description: 'Revoked' },
-            ...problems('validation_failed', ...ADMIN_REFUSALS, 'not_found', 'store_unavailable'),
-          },
-        },
-      },
-      [AUDIT_EVENTS_PATH]: {
-        get: {
-          operationId: 'listAuditEvents',
-          tags: ['audit'],
-          summary: 'List audit events',
-          description: 'Logins (success and failure) and key creations and revocations, by the API or the `gatehouse` CLI; newest first.',
-          security: admin,
-          parameters: queryParameters(auditQuerySchema),
-          responses: {
-            '200': { description: 'The events, newest first', headers: noStore(), content: json({ type: 'array', items: ref('AuditEvent') }) },
-            ...problems('validation_failed', ...ADMIN_REFUSALS, 'store_unavailable'),
-          },
-        },
-      },
-      [OPENAPI_PATH]: {
-        get: {
-          operationId: 'getOpenApiDocument',
-          tags: ['meta'],
-          summary: 'This OpenAPI document',
-          security: [],
-          responses: { '200': { description: 'OpenAPI 3.1', content: json({ type: 'object' }) } },
-        },
-      },
+      [LOGIN_PATH]: { post: loginOperation() },
+      [API_KEYS_PATH]: { post: createApiKeyOperation(), get: listApiKeysOperation() },
+      [`${API_KEYS_PATH}/{id}`]: { delete: revokeApiKeyOperation() },
+      [AUDIT_EVENTS_PATH]: { get: listAuditEventsOperation() },
+      [OPENAPI_PATH]: { get: openApiDocumentOperation() },
     },
     components: {
       securitySchemes: {
@@ -169,9 +83,6 @@ export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: 
   };
 }
 
-/** Every refusal of an endpoint that takes an admin token and nothing else. */
-const ADMIN_REFUSALS = ['missing_credential', 'invalid_credential', 'expired_credential', 'wrong_credential_type'] as const;
-
 /** Serves the document (public, no credential) and the reference page, each when enabled. */
 export async function registerOpenApi(app: FastifyInstance, options: OpenApiOptions): Promise<void> {
   if (!options.openapi) return;
@@ -179,6 +90,107 @@ export async function registerOpenApi(app: FastifyInstance, options: OpenApiOpti
   app.get(OPENAPI_PATH, async (_request, reply) => reply.type('application/json; charset=utf-8').send(document));
   methodNotAllowed(app, OPENAPI_PATH, ['GET']);
   if (options.docs) registerApiReference(app, { path: DOCS_PATH, documentUrl: OPENAPI_PATH });
+}
+
+/** Every refusal of an endpoint that takes an admin token and nothing else. */
+const ADMIN_REFUSALS = ['missing_credential', 'invalid_credential', 'expired_credential', 'wrong_credential_type'] as const;
+/** The security requirement of an endpoint that takes an admin token and nothing else. */
+const ADMIN_TOKEN = [{ adminToken: [] }];
+
+function loginOperation(): JsonSchema {
+  return {
+    operationId: 'login',
+    tags: ['auth'],
+    summary: 'Log in as an admin',
+    description: 'A wrong email and a wrong password get the same 401. After 10 failures for one email or from one address within 15 minutes, logins are answered 429 until the window closes.',
+    security: [],
+    requestBody: { required: true, content: json(ref('LoginRequest')) },
+    responses: {
+      '200': { description: 'An admin session token', headers: noStore(), content: json(ref('LoginResponse')) },
+      ...problems('validation_failed', 'bad_request', 'invalid_credential', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'store_unavailable'),
+    },
+  };
+}
+
+function createApiKeyOperation(): JsonSchema {
+  return {
+    operationId: 'createApiKey',
+    tags: ['api-keys'],
+    summary: 'Create an API key',
+    description: 'The raw key is in this response only. Creating a key over `LICENSE_API_KEYS` is 402 and creates nothing.',
+    security: ADMIN_TOKEN,
+    requestBody: { required: true, content: json(ref('CreateApiKeyRequest')) },
+    responses: {
+      '201': {
+        description: 'The created key: its record and the raw key',
+        headers: { location: { description: '/api/v1/api-keys/{id}', schema: { type: 'string' } }, ...noStore() },
+        content: json(ref('CreatedApiKey')),
+      },
+      ...problems('validation_failed', 'bad_request', ...ADMIN_REFUSALS, 'license_limit', 'payload_too_large', 'unsupported_media_type', 'store_unavailable'),
+    },
+  };
+}
+
+function listApiKeysOperation(): JsonSchema {
+  return {
+    operationId: 'listApiKeys',
+    tags: ['api-keys'],
+    summary: 'List API keys',
+    description: 'Every key, revoked and expired ones included (`is_active: false`), by id; never the raw key.',
+    security: ADMIN_TOKEN,
+    responses: {
+      '200': { description: 'The records', headers: noStore(), content: json({ type: 'array', items: ref('ApiKeyRecord') }) },
+      ...problems(...ADMIN_REFUSALS, 'store_unavailable'),
+    },
+  };
+}
+
+function revokeApiKeyOperation(): JsonSchema {
+  return {
+    operationId: 'revokeApiKey',
+    tags: ['api-keys'],
+    summary: 'Revoke an API key',
+    description: 'At once: the key\'s next use is 401 `revoked_credential`. Revoking a revoked key is 204 again.',
+    security: ADMIN_TOKEN,
+    parameters: [
+      {
+        name: 'id',
+        in: 'path',
+        required: true,
+        description: 'A canonical decimal integer; `0` or a negative one is 404, anything else that is not one is 400',
+        schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+      },
+    ],
+    responses: {
+      '204': { description: 'Revoked' },
+      ...problems('validation_failed', ...ADMIN_REFUSALS, 'not_found', 'store_unavailable'),
+    },
+  };
+}
+
+function listAuditEventsOperation(): JsonSchema {
+  return {
+    operationId: 'listAuditEvents',
+    tags: ['audit'],
+    summary: 'List audit events',
+    description: 'Logins (success and failure) and key creations and revocations, by the API or the `gatehouse` CLI; newest first.',
+    security: ADMIN_TOKEN,
+    parameters: queryParameters(auditQuerySchema),
+    responses: {
+      '200': { description: 'The events, newest first', headers: noStore(), content: json({ type: 'array', items: ref('AuditEvent') }) },
+      ...problems('validation_failed', ...ADMIN_REFUSALS, 'store_unavailable'),
+    },
+  };
+}
+
+function openApiDocumentOperation(): JsonSchema {
+  return {
+    operationId: 'getOpenApiDocument',
+    tags: ['meta'],
+    summary: 'This OpenAPI document',
+    security: [],
+    responses: { '200': { description: 'OpenAPI 3.1', content: json({ type: 'object' }) } },
+  };
 }
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
@@ -193,6 +205,14 @@ function queryParameters(schema: z.ZodObject): JsonSchema[] {
     const { description, ...parameterSchema } = jsonSchema(field as z.ZodType, 'output');
     return { name, in: 'query', required: !(field as z.ZodType).safeParse(undefined).success, description, schema: parameterSchema };
   });
+}
+
+function ref(name: string): JsonSchema {
+  return { $ref: `#/components/schemas/${name}` };
+}
+
+function json(schema: JsonSchema): JsonSchema {
+  return { 'application/json': { schema } };
 }
 
 function noStore(): JsonSchema {

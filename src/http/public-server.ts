@@ -1,4 +1,8 @@
-import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { lookup } from 'node:dns/promises';
+import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { clientErrorHandler } from './client-error.ts';
+import { installLingeringClose } from './lingering-close.ts';
 
 /** What a client may hold on the public listener (docs/security.md, "Holding under abuse"). */
 export interface ConnectionLimits {
@@ -8,49 +12,118 @@ export interface ConnectionLimits {
   requestTimeoutMs: number;
   /** `KEEP_ALIVE_TIMEOUT`: an idle keep-alive connection is closed after this. */
   keepAliveTimeoutMs: number;
-  /** `MAX_CONNECTIONS`: connections open at once; more are closed as they are accepted. */
+  /** `MAX_CONNECTIONS`: connections open at once (per address listened on); more are closed as they are accepted. */
   maxConnections: number;
+  /** How long a closing connection's late request bytes are read and dropped so its last answer arrives. */
+  lingerMs: number;
 }
 
-export interface PublicServer {
-  /** For fastify's `serverFactory`: the server, its requests sent to fastify until `route` says otherwise. */
-  factory: (fastifyHandler: RequestListener) => Server;
-  /** From now on every request goes to `listener` (the gateway's one request listener). */
-  route(listener: RequestListener): void;
+/** The one door every request and upgrade of every public server goes to. */
+export interface Door {
+  listener: RequestListener;
+  upgrade: (request: IncomingMessage, socket: Duplex, head: Buffer) => void;
 }
+
+/** Resolves a host name to every address it names (`dns.lookup` with `all`). */
+export type Resolve = (host: string) => Promise<string[]>;
 
 /**
- * The public HTTP server with Node's own bounds on slow and idle clients: a header section
- * or a request that does not arrive in time is answered 408 (by the client-error handler) and
- * its connection closed, so a client that opens connections and never finishes them cannot
- * hold the gateway's file descriptors. Node checks these deadlines every
- * `connectionsCheckingInterval`, 30 s by default: far too coarse for a 10 s bound, so it is
- * derived from the shortest deadline (at most 1 s, the cost a pass over the open connections).
+ * The public HTTP servers: the one fastify listens with (made by `factory`, fastify's
+ * `serverFactory`) and one more for each further address `localhost` resolves to, all with
+ * the same bounds and all sending every request and upgrade to the one door (docs/architecture.md,
+ * "One door"). Fastify binds one address only when given a server factory, so the others are
+ * bound here, as fastify would have without one.
+ *
+ * The bounds on slow and idle clients are Node's own: a header section or a request that does
+ * not arrive in time is answered 408 (by the client-error handler) and its connection closed.
+ * Node checks these deadlines every `connectionsCheckingInterval`, 30 s by default: far too
+ * coarse for a 10 s bound, so it is derived from the shortest deadline (at most 1 s).
  */
-export function publicServer(limits: ConnectionLimits, observe: { dropped(): void }): PublicServer {
-  let listener: RequestListener | undefined;
-  const dispatch = (request: IncomingMessage, response: ServerResponse) => listener!(request, response);
-  return {
-    factory(fastifyHandler) {
-      listener ??= fastifyHandler;
-      const server = createServer(
-        {
-          headersTimeout: limits.headersTimeoutMs,
-          requestTimeout: limits.requestTimeoutMs,
-          keepAliveTimeout: limits.keepAliveTimeoutMs,
-          connectionsCheckingInterval: checkingIntervalMs(limits),
-        },
-        dispatch,
-      );
-      server.maxConnections = limits.maxConnections;
-      // Node closes a connection past maxConnections as soon as it is accepted, and says so here.
-      server.on('drop', () => observe.dropped());
-      return server;
-    },
-    route(next) {
-      listener = next;
-    },
+export class PublicServers {
+  readonly #limits: ConnectionLimits;
+  readonly #observe: { dropped(): void };
+  readonly #servers: Server[] = [];
+  #door: Door | undefined;
+  #fastify: RequestListener | undefined;
+
+  constructor(limits: ConnectionLimits, observe: { dropped(): void }) {
+    this.#limits = limits;
+    this.#observe = observe;
+  }
+
+  /** For fastify's `serverFactory`: until `route` is called (while `build()` runs), requests go to fastify. */
+  readonly factory = (fastifyHandler: RequestListener): Server => {
+    this.#fastify ??= fastifyHandler;
+    return this.#create();
   };
+
+  /** From now on every request and upgrade, on every server, goes through `door`. */
+  route(door: Door): void {
+    this.#door = door;
+  }
+
+  /** Listens on every further address `host` names besides `primary` (only `localhost`, as fastify does). */
+  async listenFurther(host: string, port: number, primary: string, resolve: Resolve = resolveAll): Promise<void> {
+    if (host !== 'localhost') return;
+    for (const address of await resolve(host)) {
+      if (address === primary) continue;
+      const server = this.#create();
+      // An address that cannot be bound (no IPv6 here) is skipped, as fastify skips it.
+      await new Promise<void>((done) => {
+        server.once('error', () => done());
+        server.listen({ port, host: address }, () => done());
+      });
+    }
+  }
+
+  /** Every server made: the first is fastify's. */
+  get servers(): readonly Server[] {
+    return this.#servers;
+  }
+
+  /** Open connections across every server. */
+  async connections(): Promise<number> {
+    const counts = await Promise.all(this.#servers.map((server) => new Promise<number>((resolve, reject) => server.getConnections((error, count) => (error ? reject(error) : resolve(count))))));
+    return counts.reduce((sum, count) => sum + count, 0);
+  }
+
+  /** Stops the further servers accepting (fastify closes its own). */
+  closeFurther(): void {
+    for (const server of this.#servers.slice(1)) if (server.listening) server.close();
+  }
+
+  closeAllConnections(): void {
+    for (const server of this.#servers) server.closeAllConnections();
+  }
+
+  #create(): Server {
+    const limits = this.#limits;
+    const server = createServer(
+      {
+        headersTimeout: limits.headersTimeoutMs,
+        requestTimeout: limits.requestTimeoutMs,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+        connectionsCheckingInterval: checkingIntervalMs(limits),
+      },
+      (request, response) => (this.#door?.listener ?? this.#fastify!)(request, response),
+    );
+    server.maxConnections = limits.maxConnections;
+    // Node closes a connection past maxConnections as soon as it is accepted, and says so here.
+    server.on('drop', () => this.#observe.dropped());
+    // Fastify answers its own server's parse errors (its `clientErrorHandler` option); the further servers', this.
+    if (this.#servers.length > 0) server.on('clientError', clientErrorHandler);
+    server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (this.#door === undefined) socket.destroy();
+      else this.#door.upgrade(request, socket, head);
+    });
+    installLingeringClose(server, limits.lingerMs);
+    this.#servers.push(server);
+    return server;
+  }
+}
+
+async function resolveAll(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true })).map((entry) => entry.address);
 }
 
 function checkingIntervalMs(limits: ConnectionLimits): number {

@@ -1,8 +1,8 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry, collectDefaultMetrics, type Counter, type Gauge, type Histogram } from 'prom-client';
 import { ERROR_CODES } from '../errors/gateway-error.ts';
 import type { ErrorCode } from '../errors/gateway-error.ts';
-import { VERSION } from '../version.ts';
-import { HotCounter, HotHistogram, LabelIndex } from './hot-metrics.ts';
+import { LabelIndex, type HotCounter, type HotHistogram } from './hot-metrics.ts';
+import { createFamilies } from './metric-families.ts';
 
 /*
  * Gatehouse metrics, served on OPS_PORT `/metrics` (docs/monitoring.md). Base units, `gatehouse_`
@@ -66,14 +66,7 @@ export interface MetricsOptions {
   processMetrics?: boolean;
 }
 
-/** Decision latency: a cached decision is tens of µs; an argon2id verify on a cold key is tens of ms. */
-export const DECISION_BUCKETS = [
-  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-];
-/** Upstream latency, up to the 30 s default UPSTREAM_TIMEOUT. */
-export const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
-/** Revocation barrier: one Redis round trip to every replica, bounded by a few seconds. */
-export const BARRIER_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+export { BARRIER_BUCKETS, DECISION_BUCKETS, UPSTREAM_BUCKETS } from './metric-families.ts';
 
 const OUTCOMES = new LabelIndex(['allow', 'deny'] satisfies DecisionOutcome[], OTHER);
 const REASONS = new LabelIndex([...(Object.keys(ERROR_CODES) as ErrorCode[]), 'allowed'] satisfies DecisionReason[], OTHER);
@@ -138,104 +131,24 @@ export class Metrics {
       for (const name of UNCONVENTIONAL_DEFAULTS) register.removeSingleMetric(METRIC_PREFIX + name);
     }
 
-    const registers = [register];
-    this.#decisions = new HotCounter({
-      name: 'gatehouse_decisions_total',
-      help: 'Authorization decisions by outcome, reason (the stable error code, or allowed), credential and route.',
-      labelNames: ['outcome', 'reason', 'credential', 'route'],
-      registers,
+    const families = createFamilies(register, {
+      keyCounts: () => this.#collectKeyCounts(),
+      openConnections: () => this.#openConnections?.(),
     });
-    this.#decisionDuration = new HotHistogram({
-      name: 'gatehouse_decision_duration_seconds',
-      help: 'Time to reach an authorization decision, from request to allow or deny.',
-      labelNames: ['outcome', 'credential', 'route'],
-      buckets: DECISION_BUCKETS,
-      registers,
-    });
-    this.#upstreamDuration = new HotHistogram({
-      name: 'gatehouse_upstream_duration_seconds',
-      help: 'Upstream response time by route and status class (error: no response, timeout: UPSTREAM_TIMEOUT).',
-      labelNames: ['route', 'status_class'],
-      buckets: UPSTREAM_BUCKETS,
-      registers,
-    });
-    this.#cacheLookups = new Counter({
-      name: 'gatehouse_cache_lookups_total',
-      help: 'Key cache lookups by tier and result.',
-      labelNames: ['tier', 'result'],
-      registers,
-    });
-    this.#argon2 = new Counter({
-      name: 'gatehouse_argon2_verifications_total',
-      help: 'argon2id hash verifications by result.',
-      labelNames: ['result'],
-      registers,
-    });
-    this.#argon2Logins = new Counter({
-      name: 'gatehouse_argon2_login_verifications_total',
-      help: 'argon2id verifications of admin login passwords (an unknown email is verified against a decoy).',
-      registers,
-    });
-    this.#throttled = new Counter({
-      name: 'gatehouse_throttled_total',
-      help: 'Attempts refused by a failure limiter, by kind.',
-      labelNames: ['kind'],
-      registers,
-    });
-    this.#barrierDuration = new Histogram({
-      name: 'gatehouse_revocation_barrier_duration_seconds',
-      help: 'Time for a revocation to be acknowledged by every replica.',
-      buckets: BARRIER_BUCKETS,
-      registers,
-    });
-    this.#barrierMissed = new Counter({
-      name: 'gatehouse_revocation_barrier_missed_replicas_total',
-      help: 'Replicas that did not acknowledge a revocation barrier in time.',
-      registers,
-    });
-    this.#apiKeys = new Gauge({
-      name: 'gatehouse_api_keys',
-      help: 'Stored API keys by status.',
-      labelNames: ['status'],
-      registers,
-      collect: () => this.#collectKeyCounts(),
-    });
-    this.#logins = new Counter({
-      name: 'gatehouse_logins_total',
-      help: 'Admin logins by result.',
-      labelNames: ['result'],
-      registers,
-    });
-    this.#failOpen = new Counter({
-      name: 'gatehouse_fail_open_decisions_total',
-      help: 'Requests let through without a decision. Gatehouse fails closed: this stays 0.',
-      registers,
-    });
-    this.#connectionsDropped = new Counter({
-      name: 'gatehouse_connections_dropped_total',
-      help: 'Client connections closed on arrival because MAX_CONNECTIONS were open.',
-      registers,
-    });
-    const openConnections: Gauge = new Gauge({
-      name: 'gatehouse_open_connections',
-      help: 'Client connections open on the public listener.',
-      registers,
-      collect: async () => {
-        if (this.#openConnections !== undefined) openConnections.set(await this.#openConnections().catch(() => 0));
-      },
-    });
-    this.#dependencyUp = new Gauge({
-      name: 'gatehouse_dependency_up',
-      help: 'Whether a dependency (store, redis) answers: 1 up, 0 down.',
-      labelNames: ['dependency'],
-      registers,
-    });
-    new Gauge({
-      name: 'gatehouse_build_info',
-      help: 'Gatehouse version; always 1.',
-      labelNames: ['version'],
-      registers,
-    }).set({ version: VERSION }, 1);
+    this.#decisions = families.decisions;
+    this.#decisionDuration = families.decisionDuration;
+    this.#upstreamDuration = families.upstreamDuration;
+    this.#cacheLookups = families.cacheLookups;
+    this.#argon2 = families.argon2;
+    this.#argon2Logins = families.argon2Logins;
+    this.#throttled = families.throttled;
+    this.#barrierDuration = families.barrierDuration;
+    this.#barrierMissed = families.barrierMissed;
+    this.#apiKeys = families.apiKeys;
+    this.#logins = families.logins;
+    this.#failOpen = families.failOpen;
+    this.#connectionsDropped = families.connectionsDropped;
+    this.#dependencyUp = families.dependencyUp;
   }
 
   /** One authorization decision and how long it took. */

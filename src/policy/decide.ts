@@ -1,30 +1,23 @@
 import type { Tables } from '../config/tables.ts';
 import type { MethodRule } from '../config/tables.ts';
-import { ERROR_CODES } from '../errors/gateway-error.ts';
-import type { ErrorCode } from '../errors/gateway-error.ts';
-import type { ApiKeyPrincipal, Principal } from './principal.ts';
+import { ALLOW, deny, type Allow, type Deny } from './denial.ts';
+
+export { ALLOW } from './denial.ts';
+import type { ApiKeyPrincipal, PresentedCredential, Principal } from './principal.ts';
 import type { CompiledRoute } from './routes.ts';
 import { holdsAnyMcpScope, holdsScope, mcpScopeList } from './scopes.ts';
 
-export interface Allow {
-  readonly allow: true;
+export type { Allow, Deny } from './denial.ts';
+
+/**
+ * The credential must be authenticated before the rest can be decided: the pipeline turns it
+ * into a principal and asks again. Only ever answered when `principal` was not given.
+ */
+export interface Authenticate {
+  readonly allow: 'authenticate';
 }
 
-/** A refusal, as a value (docs/architecture.md, "One request, one direction"). `status` is `ERROR_CODES[code].status`. */
-export interface Deny {
-  readonly allow: false;
-  readonly code: ErrorCode;
-  readonly status: number;
-  /** The scope that was needed, for `WWW-Authenticate: … scope="…"` (space-separated when any one would do). */
-  readonly scope?: string;
-  readonly detail: string;
-  /** MCP: position in the batch (0 for a single message) of the message refused. */
-  readonly messageIndex?: number;
-  /** MCP: the refused message's JSON-RPC `id` (`null` when invalid; absent for a notification or a non-object). */
-  readonly messageId?: string | number | null;
-}
-
-export type Decision = Allow | Deny;
+export type Decision = Allow | Deny | Authenticate;
 
 export interface Licence {
   readonly features: ReadonlySet<string>;
@@ -33,7 +26,10 @@ export interface Licence {
 export interface DecisionInput {
   readonly route: CompiledRoute;
   readonly params: Readonly<Record<string, number>>;
-  readonly principal: Principal | null;
+  /** What the request presents, by its shape: the rules that need no more are decided before any I/O. */
+  readonly credential: PresentedCredential;
+  /** The authenticated principal of that credential; absent until authentication has run. */
+  readonly principal?: Principal | undefined;
   readonly licence: Licence;
   readonly now: Date;
   /**
@@ -44,20 +40,31 @@ export interface DecisionInput {
   readonly mcpMessages?: readonly unknown[] | undefined;
 }
 
-/** The one allow value: the allow path allocates nothing. */
-export const ALLOW: Allow = Object.freeze({ allow: true });
+export const AUTHENTICATE: Authenticate = Object.freeze({ allow: 'authenticate' });
 
 /**
- * Decides one request from data alone (docs/architecture.md, "One request, one direction"): the matched route, the
- * verified principal, the licence, the clock and, on MCP routes, the JSON-RPC messages.
- * Pure: no I/O, no clock read.
+ * Decides one request from data alone (docs/architecture.md, "One pipeline"): the matched
+ * route, the presented credential and its principal, the licence, the clock and, on MCP
+ * routes, the JSON-RPC messages. Every rule of the gateway is here, in this order: the
+ * credential's presence and type, revocation, expiry, then (API keys) scope, licensed
+ * feature, agent binding and the MCP messages. Pure: no I/O, no clock read. Asked before
+ * authentication (no `principal`), it refuses what the credential's shape already settles and
+ * otherwise answers `AUTHENTICATE`, so a credential of the wrong kind costs no verification.
  */
+export function decide(input: DecisionInput & { readonly principal: Principal }, tables: Tables): Allow | Deny;
+export function decide(input: DecisionInput, tables: Tables): Decision;
 export function decide(input: DecisionInput, tables: Tables): Decision {
-  const { route, principal } = input;
+  const { route, credential, principal } = input;
   if (route.credential === 'none') return ALLOW;
-  if (principal === null) return deny('missing_credential', 'This route needs a bearer credential');
-  if (principal.kind !== route.credential) {
-    return deny('wrong_credential_type', route.credential === 'admin' ? 'This route needs an admin token' : 'This route needs an API key');
+  if (credential === 'none') return deny('missing_credential', 'This route needs a bearer credential');
+  if (credential === 'unknown') return deny('invalid_credential', 'The bearer token is neither an API key nor an admin token');
+  if (credential !== route.credential) {
+    return deny('wrong_credential_type', route.credential === 'admin' ? 'This route needs an admin session token, not an API key' : 'This route needs an API key, not an admin session token');
+  }
+  if (principal === undefined) return AUTHENTICATE;
+  if (principal.kind === 'api_key' && principal.revoked) return deny('revoked_credential', 'The API key has been revoked');
+  if (principal.expiresAt !== null && principal.expiresAt.getTime() <= input.now.getTime()) {
+    return principal.kind === 'admin' ? deny('expired_credential', 'Admin token has expired; log in again') : deny('expired_credential', 'The API key has expired');
   }
   if (principal.kind === 'admin') return ALLOW;
   return decideForKey(input, principal, tables);
@@ -65,9 +72,6 @@ export function decide(input: DecisionInput, tables: Tables): Decision {
 
 function decideForKey(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables): Decision {
   const { route, licence } = input;
-  if (key.expiresAt !== null && key.expiresAt.getTime() <= input.now.getTime()) {
-    return deny('expired_credential', 'The API key has expired');
-  }
   if (route.scope !== undefined) {
     if (!holdsScope(key.scopes, route.scope, tables)) return denyScope(route.scope);
     if (route.feature !== undefined && !licence.features.has(route.feature)) return denyFeature(route.feature);
@@ -185,9 +189,4 @@ function denyAnyMcp(tables: Tables): Deny {
 
 function denyFeature(feature: string): Deny {
   return deny('feature_not_licensed', `The licensed feature ${feature} is not enabled on this deployment`);
-}
-
-function deny(code: ErrorCode, detail: string, extra?: { scope: string }): Deny {
-  const status = ERROR_CODES[code].status;
-  return extra === undefined ? { allow: false, code, status, detail } : { allow: false, code, status, detail, scope: extra.scope };
 }

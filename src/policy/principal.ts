@@ -1,9 +1,14 @@
-/** Who a verified credential is. Produced by verification, consumed by `decide()`. */
+/** Who a verified credential is. Produced by authentication, consumed by `decide()`. */
 export type Principal = AdminPrincipal | ApiKeyPrincipal;
+
+/** The credential a request presents, by its shape alone (no I/O): what `decide()` knows before authentication. */
+export type PresentedCredential = 'none' | 'unknown' | 'api_key' | 'admin';
 
 export interface AdminPrincipal {
   kind: 'admin';
   adminId: number;
+  /** The session token's `exp`: checked by `decide()` against the clock on every request. */
+  expiresAt: Date;
 }
 
 export interface ApiKeyPrincipal {
@@ -13,6 +18,8 @@ export interface ApiKeyPrincipal {
   agentId: number | null;
   /** As granted at creation; aliases such as `mcp:tools` are expanded by the policy, not here. */
   scopes: readonly string[];
-  /** Checked against the clock on every request, never cached as a boolean. */
+  /** Checked against the clock on every request by `decide()`, never cached as a boolean. */
   expiresAt: Date | null;
+  /** The key's secret was proven but the key is revoked: `decide()` refuses it. */
+  revoked: boolean;
 }

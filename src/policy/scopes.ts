@@ -32,60 +32,56 @@ export function mcpScopeList(tables: Tables): string {
   return [...tables.mcp.scopes.keys()].join(' ');
 }
 
-const effectiveCache = new WeakMap<Tables, WeakMap<readonly string[], ReadonlySet<string>>>();
-
-/**
- * The granted scopes plus what their aliases stand for. Memoised by the identity of the
- * `granted` array (the verifier's cached key state keeps one array per key), so repeated
- * calls for one key cost a lookup. The result is shared: do not mutate it.
- */
-export function effectiveScopes(granted: readonly string[], tables: Tables): ReadonlySet<string> {
-  let perTables = effectiveCache.get(tables);
-  if (perTables === undefined) {
-    perTables = new WeakMap();
-    effectiveCache.set(tables, perTables);
-  }
-  let effective = perTables.get(granted);
-  if (effective === undefined) {
-    const set = new Set<string>();
-    for (const held of granted) {
-      set.add(held);
-      for (const member of tables.mcp.aliases.get(held) ?? []) set.add(member);
-    }
-    effective = set;
-    perTables.set(granted, effective);
-  }
-  return effective;
-}
-
 interface AllowedToolsEntry {
-  readonly tables: Tables;
   readonly features: ReadonlySet<string>;
   readonly tools: ReadonlySet<string>;
 }
 
-const allowedCache = new WeakMap<readonly string[], AllowedToolsEntry>();
 const NO_TOOLS: ReadonlySet<string> = new Set();
 
 /**
- * The tools this principal may call (scope held after alias expansion, licensed feature
- * on), for filtering `tools/list` responses. Admins call no tools. Memoised like
- * `effectiveScopes`; the result is shared: do not mutate it.
+ * The tools a key may call (scope held after alias expansion, licensed feature on), for
+ * filtering `tools/list` answers. Built once per gateway (`build()`) over its tables; memoised
+ * by the identity of the granted array (the verifier's cached key state shares one frozen
+ * array between keys with the same grant), so repeated calls for one key cost a lookup.
+ * Results are shared: do not mutate them.
  */
-export function allowedTools(
-  principal: Principal,
-  licence: { readonly features: ReadonlySet<string> },
-  tables: Tables,
-): ReadonlySet<string> {
-  if (principal.kind !== 'api_key') return NO_TOOLS;
-  const cached = allowedCache.get(principal.scopes);
-  if (cached !== undefined && cached.tables === tables && cached.features === licence.features) return cached.tools;
-  const tools = new Set<string>();
-  for (const scope of effectiveScopes(principal.scopes, tables)) {
-    const entry = tables.mcp.scopes.get(scope);
-    if (entry === undefined || (entry.feature !== undefined && !licence.features.has(entry.feature))) continue;
-    for (const tool of entry.tools) tools.add(tool);
+export class ToolGrants {
+  readonly #tables: Tables;
+  readonly #effective = new WeakMap<readonly string[], ReadonlySet<string>>();
+  readonly #allowed = new WeakMap<readonly string[], AllowedToolsEntry>();
+
+  constructor(tables: Tables) {
+    this.#tables = tables;
   }
-  allowedCache.set(principal.scopes, { tables, features: licence.features, tools });
-  return tools;
+
+  /** The granted scopes plus what their aliases stand for. */
+  effectiveScopes(granted: readonly string[]): ReadonlySet<string> {
+    let effective = this.#effective.get(granted);
+    if (effective === undefined) {
+      const set = new Set<string>();
+      for (const held of granted) {
+        set.add(held);
+        for (const member of this.#tables.mcp.aliases.get(held) ?? []) set.add(member);
+      }
+      effective = set;
+      this.#effective.set(granted, effective);
+    }
+    return effective;
+  }
+
+  /** The tools this principal may call; admins call none. */
+  allowedTools(principal: Principal, licence: { readonly features: ReadonlySet<string> }): ReadonlySet<string> {
+    if (principal.kind !== 'api_key') return NO_TOOLS;
+    const cached = this.#allowed.get(principal.scopes);
+    if (cached !== undefined && cached.features === licence.features) return cached.tools;
+    const tools = new Set<string>();
+    for (const scope of this.effectiveScopes(principal.scopes)) {
+      const entry = this.#tables.mcp.scopes.get(scope);
+      if (entry === undefined || (entry.feature !== undefined && !licence.features.has(entry.feature))) continue;
+      for (const tool of entry.tools) tools.add(tool);
+    }
+    this.#allowed.set(principal.scopes, { features: licence.features, tools });
+    return tools;
+  }
 }

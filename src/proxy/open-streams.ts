@@ -184,12 +184,7 @@ function credentialOf(principal: Principal): string {
   return principal.kind === 'api_key' ? `api_key:${principal.keyId}` : `admin:${principal.adminId}`;
 }
 
-/**
- * When the credential stops being valid, in epoch milliseconds: an API key's `expires_at`, an
- * admin session token's `exp` (the verified session carries it beside the principal).
- */
+/** When the credential stops being valid, in epoch milliseconds: an API key's `expires_at`, an admin session token's `exp`. */
 function expiryOf(principal: Principal): number | undefined {
-  if (principal.kind === 'api_key') return principal.expiresAt?.getTime();
-  const expiresAt = (principal as { expiresAt?: unknown }).expiresAt;
-  return expiresAt instanceof Date ? expiresAt.getTime() : undefined;
+  return principal.expiresAt?.getTime();
 }

@@ -43,31 +43,34 @@ const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'x
 export type IdentityHeaders = readonly string[];
 
 const NO_IDENTITY: IdentityHeaders = Object.freeze([]);
+
 /**
- * Scope lists are interned (verify/key-state.ts), so a handful of arrays serve every key:
- * their header value is joined once per array. Nothing is kept per key, so 100,000 cached
+ * The identity headers of a principal. Scope lists are interned (verify/key-state.ts), so a
+ * handful of arrays serve every key: their header value is joined once per array and kept
+ * here (one per gateway, built in `build()`). Nothing is kept per key, so 100,000 cached
  * keys cost no header memory; the per-request list is a few pointers and V8's cached
  * number strings.
  */
-const scopeHeaderValues = new WeakMap<readonly string[], string>();
+export class IdentityHeaderValues {
+  readonly #scopeValues = new WeakMap<readonly string[], string>();
 
-function scopeHeaderValue(scopes: readonly string[]): string {
-  let value = scopeHeaderValues.get(scopes);
-  if (value === undefined) {
-    value = scopes.join(' ');
-    scopeHeaderValues.set(scopes, value);
+  of(principal: Principal | null): IdentityHeaders {
+    if (!principal) return NO_IDENTITY;
+    if (principal.kind === 'admin') return ['x-auth-kind', 'admin', 'x-auth-admin-id', String(principal.adminId)];
+    const scopes = this.#scopeValue(principal.scopes);
+    return principal.agentId === null
+      ? ['x-auth-kind', 'api_key', 'x-auth-key-id', String(principal.keyId), 'x-auth-scopes', scopes]
+      : ['x-auth-kind', 'api_key', 'x-auth-key-id', String(principal.keyId), 'x-auth-agent-id', String(principal.agentId), 'x-auth-scopes', scopes];
   }
-  return value;
-}
 
-/** The identity headers of a principal. */
-export function identityHeadersOf(principal: Principal | null): IdentityHeaders {
-  if (!principal) return NO_IDENTITY;
-  if (principal.kind === 'admin') return ['x-auth-kind', 'admin', 'x-auth-admin-id', String(principal.adminId)];
-  const scopes = scopeHeaderValue(principal.scopes);
-  return principal.agentId === null
-    ? ['x-auth-kind', 'api_key', 'x-auth-key-id', String(principal.keyId), 'x-auth-scopes', scopes]
-    : ['x-auth-kind', 'api_key', 'x-auth-key-id', String(principal.keyId), 'x-auth-agent-id', String(principal.agentId), 'x-auth-scopes', scopes];
+  #scopeValue(scopes: readonly string[]): string {
+    let value = this.#scopeValues.get(scopes);
+    if (value === undefined) {
+      value = scopes.join(' ');
+      this.#scopeValues.set(scopes, value);
+    }
+    return value;
+  }
 }
 
 export interface ForwardContext {
@@ -81,10 +84,10 @@ export interface ForwardContext {
 }
 
 /** What the gateway tells the upstream besides the client's headers (fastify's `request.ip` and `protocol`, without trustProxy). */
-export function forwardContextOf(request: IncomingMessage, principal: Principal | null, requestId: string): ForwardContext {
+export function forwardContextOf(request: IncomingMessage, identity: IdentityHeaders, requestId: string): ForwardContext {
   const socket = request.socket;
   return {
-    identity: identityHeadersOf(principal),
+    identity,
     clientAddress: socket.remoteAddress ?? '',
     protocol: (socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
     host: request.headers.host,

@@ -9,7 +9,6 @@ import type { ApiKeyRow } from '../store/store.ts';
 export interface KeyState {
   /** Frozen and handed out as is on every request: no allocation on the cached path. */
   readonly principal: ApiKeyPrincipal;
-  readonly revoked: boolean;
   /**
    * Clock reading from which the state is stale and re-read from the store. The expiry is
    * read from the principal's own `expiresAt`: a copy here in milliseconds would cost every
@@ -25,10 +24,10 @@ export function keyStateOf(row: ApiKeyRow, freshUntil: number, scopes: ScopeList
     agentId: row.agentId,
     scopes: scopes.intern(row.scopes),
     expiresAt: row.expiresAt,
+    revoked: row.revokedAt !== null,
   });
   return {
     principal,
-    revoked: row.revokedAt !== null,
     freshUntil,
   };
 }

@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { Argon2Hasher } from '../crypto/argon2.ts';
 import { isWellFormedKey, keyPrefixOf } from '../credentials/key-format.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
-import type { UsageRecorder } from '../keys/usage-recorder.ts';
+import { PrefixGuard } from './prefix-guard.ts';
 import { MemoryFailureLimiter, type FailureLimiter } from '../limits/failure-limiter.ts';
 import { MemoryProbeGate, UNKNOWN_CLAIMANT, type ProbeGate } from '../limits/probe-gate.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
@@ -28,12 +28,6 @@ export const KEY_PREFIX_FAILURE_WINDOW_MS = 60_000;
  * replica that has not cached it, gets in within a second or two instead of waiting out the window.
  */
 export const KEY_PREFIX_PROBE_INTERVAL_MS = 1_000;
-/**
- * Uncached keys of one prefix verified at once. Only one key has a given prefix and its own
- * concurrent first uses share one verify, so a second distinct key in flight is a guess:
- * refusing it keeps the argon2 spent per prefix within the failure limit even in a burst.
- */
-export const KEY_PREFIX_VERIFIES_IN_FLIGHT = 1;
 /** An exact wrong key is refused from memory this long, so repeating it costs nothing. */
 export const REJECTED_KEY_TTL_MS = 5_000;
 export const REJECTED_KEY_CACHE_SIZE = 10_000;
@@ -47,8 +41,6 @@ export interface KeyVerifierOptions {
   limiter?: FailureLimiter;
   /** Verifies let through a throttled prefix; default: in memory, one per KEY_PREFIX_PROBE_INTERVAL_MS. */
   probe?: ProbeGate;
-  /** Told of every accepted key (write-behind `last_used_at`). */
-  usage?: Pick<UsageRecorder, 'record'>;
   /** Entries per in-process tier; default DEFAULT_KEY_CACHE_SIZE. */
   cacheSize?: number;
   /** Milliseconds a key's state is served from memory; 0 re-reads it on every request. Default DEFAULT_KEY_STATE_TTL_MS. */
@@ -102,8 +94,9 @@ export interface KeyVerifierStats {
  *
  * Two in-process tiers: `identity` (raw key → key id, filled only by a successful argon2id
  * verify, never invalidated: that fact cannot change) and `state` (key id → revoked, scopes,
- * agent, expiry; re-read after `stateTtlMs`, dropped at once by `evict`). A revoked key keeps
- * its identity entry: its state says revoked, so it is refused with `revoked_credential`
+ * agent, expiry; re-read after `stateTtlMs`, dropped at once by `evict`). It proves who a key
+ * is; whether the key may be used (revoked, expired) is `decide()`'s rule. A revoked key keeps
+ * its identity entry: its principal says revoked, so it is refused with `revoked_credential`
  * without another hash, and an evicted key's owner never has to re-verify behind a prefix
  * that attackers have blocked.
  *
@@ -112,9 +105,7 @@ export interface KeyVerifierStats {
 export class KeyVerifier {
   readonly #store: KeyVerifierOptions['store'];
   readonly #hasher: KeyVerifierOptions['hasher'];
-  readonly #limiter: FailureLimiter;
-  readonly #probe: ProbeGate;
-  readonly #usage: KeyVerifierOptions['usage'];
+  readonly #guard: PrefixGuard;
   readonly #now: () => number;
   readonly #stateTtlMs: number;
   readonly #shared: SharedIdentity | undefined;
@@ -128,12 +119,9 @@ export class KeyVerifier {
    */
   readonly #provenPrefixes = new Map<string, number>();
   readonly #state: LRUCache<number, KeyState>;
-  /** Exact wrong keys → clock reading until which they are refused from memory. */
-  readonly #rejected = new LRUCache<string, number>({ max: REJECTED_KEY_CACHE_SIZE });
   readonly #scopes = new ScopeLists();
   readonly #identityFlights = new Flights<string, ResolvedIdentity>();
   readonly #stateFlights = new Flights<number, KeyState>();
-  readonly #verifyingByPrefix = new Map<string, number>();
   /**
    * Bumped by every eviction. A store read that started before an eviction may hold the state
    * from before a revocation: its answer is then not cached (jose's JWKS cache likewise ignores
@@ -165,13 +153,16 @@ export class KeyVerifier {
     if (!Number.isFinite(stateTtlMs) || stateTtlMs < 0) throw new RangeError('KeyVerifier: stateTtlMs must be a finite number ≥ 0');
     this.#store = options.store;
     this.#hasher = options.hasher;
-    this.#usage = options.usage;
     this.#now = options.now ?? Date.now;
     this.#stateTtlMs = stateTtlMs;
-    this.#limiter =
-      options.limiter ??
-      new MemoryFailureLimiter({ limit: KEY_PREFIX_FAILURE_LIMIT, windowMs: KEY_PREFIX_FAILURE_WINDOW_MS, now: this.#now });
-    this.#probe = options.probe ?? new MemoryProbeGate({ intervalMs: KEY_PREFIX_PROBE_INTERVAL_MS, now: this.#now });
+    this.#guard = new PrefixGuard({
+      limiter: options.limiter ?? new MemoryFailureLimiter({ limit: KEY_PREFIX_FAILURE_LIMIT, windowMs: KEY_PREFIX_FAILURE_WINDOW_MS, now: this.#now }),
+      probe: options.probe ?? new MemoryProbeGate({ intervalMs: KEY_PREFIX_PROBE_INTERVAL_MS, now: this.#now }),
+      now: this.#now,
+      rejectedTtlMs: REJECTED_KEY_TTL_MS,
+      rejectedCacheSize: REJECTED_KEY_CACHE_SIZE,
+      counts: this.#counts,
+    });
     this.#identity = new LRUCache({
       max: cacheSize,
       dispose: (keyId, rawKey) => {
@@ -188,8 +179,7 @@ export class KeyVerifier {
 
   /**
    * The cached path: two in-memory lookups and a clock read, no promise. Returns undefined
-   * when anything is missing or stale (then call `verify`); throws GatewayError
-   * (`revoked_credential`, `expired_credential`) for a refusal decided from fresh state.
+   * when anything is missing or stale (then call `verify`).
    */
   tryVerifyCached(rawKey: string): ApiKeyPrincipal | undefined {
     const keyId = this.#identity.get(rawKey);
@@ -199,12 +189,12 @@ export class KeyVerifier {
     if (state === undefined || state.freshUntil <= now) return undefined;
     this.#counts.identityHits++;
     this.#counts.stateHits++;
-    return this.#admit(state, now);
+    return state.principal;
   }
 
   /**
    * The full path. Rejects with GatewayError: `invalid_credential` (malformed: no I/O and no
-   * hash; unknown prefix; wrong secret), `revoked_credential`, `expired_credential`,
+   * hash; unknown prefix; wrong secret),
    * `rate_limited` (prefix throttled, with `retryAfter`), `store_unavailable` (never an allow).
    * `claimant`: the client's address, whose turn a throttled prefix's one verify a second is taken by.
    */
@@ -213,19 +203,19 @@ export class KeyVerifier {
     let keyId = this.#identity.get(rawKey);
     if (keyId === undefined) {
       this.#counts.identityMisses++;
-      if (this.#recentlyRejected(rawKey)) throw invalidKey();
+      if (this.#guard.recentlyRejected(rawKey)) throw invalidKey();
       const resolved = await this.#identityFlights.run(rawKey, () => this.#resolveIdentity(rawKey, claimant));
       // The row that was hashed against is the state too, unless an eviction came after its read.
       // Degraded, a joined flight's row may predate a revocation nobody told us of: read again.
       if (resolved.state !== undefined && resolved.evictionsAtRead === this.#evictions && !this.#degraded) {
-        return this.#admit(resolved.state, this.#now());
+        return resolved.state.principal;
       }
       keyId = resolved.keyId;
     } else {
       this.#counts.identityHits++;
     }
     const state = await this.#stateOf(keyId);
-    return this.#admit(state, this.#now());
+    return state.principal;
   }
 
   /** Drops a key's state at once (revocation calls this); the next request re-reads it from the store. */
@@ -261,13 +251,6 @@ export class KeyVerifier {
     return { ...this.#counts };
   }
 
-  #admit(state: KeyState, now: number): ApiKeyPrincipal {
-    if (state.revoked) throw new GatewayError('revoked_credential', 'The API key has been revoked');
-    const { expiresAt } = state.principal;
-    if (expiresAt !== null && expiresAt.getTime() <= now) throw new GatewayError('expired_credential', 'The API key has expired');
-    this.#usage?.record(state.principal.keyId, now);
-    return state.principal;
-  }
 
   #stateOf(keyId: number): KeyState | Promise<KeyState> {
     const cached = this.#state.get(keyId);
@@ -306,30 +289,30 @@ export class KeyVerifier {
     }
 
     const prefix = keyPrefixOf(rawKey);
-    await this.#passThrottle(prefix, claimant);
+    await this.#guard.passThrottle(prefix, claimant, this.#provenPrefixes.has(prefix));
     // From the in-flight check to the increment without an await: concurrent guesses cannot all pass.
-    this.#refuseIfInFlight(prefix);
+    this.#guard.refuseIfInFlight(prefix);
     if (this.#provenPrefixes.has(prefix)) {
       this.#counts.provenPrefixRefusals++;
-      this.#reject(rawKey);
+      this.#guard.reject(flatCopy(rawKey));
       // Still a failed guess: the prefix is throttled as if the hash had been checked.
-      await this.#limiter.recordFailure(prefix).catch(() => {});
+      await this.#guard.recordFailure(prefix);
       throw invalidKey();
     }
-    this.#verifyingByPrefix.set(prefix, (this.#verifyingByPrefix.get(prefix) ?? 0) + 1);
+    this.#guard.enter(prefix);
     try {
       const evictions = this.#evictions;
       const row = await this.#read(() => this.#store.findApiKeyByPrefix(prefix));
       if (row === null) {
-        this.#reject(rawKey);
+        this.#guard.reject(flatCopy(rawKey));
         throw invalidKey();
       }
       this.#counts.argon2Verifies++;
       if (!(await this.#hasher.verify(row.keyHash, rawKey))) {
         this.#counts.argon2Mismatches++;
-        this.#reject(rawKey);
+        this.#guard.reject(flatCopy(rawKey));
         // Recorded before this attempt leaves the in-flight count, so the next one sees it.
-        await this.#limiter.recordFailure(prefix).catch(() => {});
+        await this.#guard.recordFailure(prefix);
         throw invalidKey();
       }
       this.#prove(rawKey, row.id);
@@ -337,43 +320,7 @@ export class KeyVerifier {
       if (shared !== undefined && digest !== undefined) void this.#sharedSet(shared, digest, row.id);
       return { keyId: row.id, state, evictionsAtRead: evictions };
     } finally {
-      const left = (this.#verifyingByPrefix.get(prefix) ?? 1) - 1;
-      if (left === 0) this.#verifyingByPrefix.delete(prefix);
-      else this.#verifyingByPrefix.set(prefix, left);
-    }
-  }
-
-  async #blockedFor(prefix: string): Promise<number> {
-    try {
-      return await this.#limiter.blockedFor(prefix);
-    } catch (cause) {
-      // A limiter that cannot answer must not turn into an unthrottled argon2 oracle.
-      throw new GatewayError('store_unavailable', 'The failure limiter cannot be reached', { cause });
-    }
-  }
-
-  /**
-   * A throttled prefix still lets one key through per probe interval, unless its key is proven
-   * here: then every other key of the prefix is wrong and the real one is served from memory,
-   * so a guess must not spend the interval's one verify that another replica's real key may need.
-   */
-  async #passThrottle(prefix: string, claimant: string): Promise<void> {
-    const blockedFor = await this.#blockedFor(prefix);
-    if (blockedFor === 0) return;
-    if (this.#provenPrefixes.has(prefix)) throw this.#throttled('Too many failed attempts for this key prefix', blockedFor);
-    if (!(await this.#probe.tryPass(prefix, claimant))) throw this.#throttled('Too many failed attempts for this key prefix', 1);
-    this.#counts.probes++;
-  }
-
-  #throttled(message: string, retryAfter: number): GatewayError {
-    this.#counts.throttled++;
-    return new GatewayError('rate_limited', message, { retryAfter });
-  }
-
-  #refuseIfInFlight(prefix: string): void {
-    if ((this.#verifyingByPrefix.get(prefix) ?? 0) >= KEY_PREFIX_VERIFIES_IN_FLIGHT) {
-      this.#counts.throttled++;
-      throw new GatewayError('rate_limited', 'Another key with this prefix is being verified', { retryAfter: 1 });
+      this.#guard.leave(prefix);
     }
   }
 
@@ -389,21 +336,6 @@ export class KeyVerifier {
     const state = keyStateOf(row, this.#now() + this.#stateTtlMs, this.#scopes);
     if (evictionsAtRead === this.#evictions && !this.#degraded) this.#state.set(row.id, state);
     return state;
-  }
-
-  #recentlyRejected(rawKey: string): boolean {
-    const until = this.#rejected.get(rawKey);
-    if (until === undefined) return false;
-    if (until > this.#now()) {
-      this.#counts.rejectedHits++;
-      return true;
-    }
-    this.#rejected.delete(rawKey);
-    return false;
-  }
-
-  #reject(rawKey: string): void {
-    this.#rejected.set(flatCopy(rawKey), this.#now() + REJECTED_KEY_TTL_MS);
   }
 
   async #read<T>(query: () => Promise<T>): Promise<T> {

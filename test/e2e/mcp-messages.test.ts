@@ -183,11 +183,12 @@ describe.each([
     );
     await new Promise((resolve) => setTimeout(resolve, 100));
     socket.destroy();
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(stack.platform.requests).toEqual([]);
 
-    const response = await asAgents(toolCall('list_agents'));
+    // A whole call after it is the barrier: the platform records requests in the order they
+    // arrive, so had the gateway forwarded the dropped one (id 1), it would come before this (id 2).
+    const response = await asAgents(toolCall('list_agents', {}, 2));
     expect(response.status).toBe(200);
+    expect(stack.platform.requests.map((request) => JSON.parse(request.body).id)).toEqual([2]);
     expect(executed()).toEqual(['list_agents']);
   });
 

@@ -1,8 +1,9 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- the OpenAPI document and the answers are read as loose JSON */
+import type { AddressInfo } from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { build } from '../../src/app.ts';
+import { build, type Gateway } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config/load.ts';
 import { DOCS_PATH, OPENAPI_PATH } from '../../src/http/openapi.ts';
 import { openStore } from '../../src/store/open.ts';
@@ -14,12 +15,12 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 /** The reference page and its script: a rendering of the document, not part of the API it describes. */
 const DOCS_ROUTES = new Set([DOCS_PATH, `${DOCS_PATH}/`, `${DOCS_PATH}/js/scalar.js`]);
 
-async function buildInProcess(env: Record<string, string> = {}): Promise<{ app: FastifyInstance; store: Store; config: Config }> {
+async function buildInProcess(env: Record<string, string> = {}): Promise<{ app: FastifyInstance; store: Store; config: Config; gateway: Gateway }> {
   const config = loadConfig({ CONFIG_DIR: `${REPO_ROOT}config`, LOG_LEVEL: 'silent', ...FAST_ARGON2, ...env });
   const store = await openStore({ dataDir: tempDataDir() });
-  const { app } = await build(config, { store });
-  await app.ready();
-  return { app, store, config };
+  const gateway = await build(config, { store });
+  await gateway.app.ready();
+  return { app: gateway.app, store, config, gateway };
 }
 
 /**
@@ -113,13 +114,15 @@ describe('OpenAPI and /docs can be turned off', () => {
     { env: { DOCS_ENABLED: 'false' }, openapi: true, docs: false },
     { env: {}, openapi: true, docs: true },
   ])('$env: document $openapi, page $docs', async ({ env, openapi, docs }) => {
-    const { app, store } = await buildInProcess(env);
+    const { app, store, gateway } = await buildInProcess(env);
     try {
       // Not served by the gateway means it falls to the proxy's catch-all, which wants an admin token.
-      const spec = await app.inject(OPENAPI_PATH);
-      expect(spec.statusCode).toBe(openapi ? 200 : 401);
-      const page = await app.inject(`${DOCS_PATH}/`);
-      expect(page.statusCode).toBe(docs ? 200 : 401);
+      await gateway.listen(0, '127.0.0.1');
+      const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      const spec = await fetch(`${base}${OPENAPI_PATH}`);
+      expect(spec.status).toBe(openapi ? 200 : 401);
+      const page = await fetch(`${base}${DOCS_PATH}/`);
+      expect(page.status).toBe(docs ? 200 : 401);
     } finally {
       await app.close();
       await store.close();

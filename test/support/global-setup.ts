@@ -23,7 +23,43 @@ interface Service {
   stop(): Promise<unknown>;
 }
 
+interface Services {
+  postgresUrl: string | null;
+  redisUrl: string | null;
+  pgliteTemplate: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The integration and e2e projects both list this file, and each project runs it. The services are
+ * resolved once for the whole run all the same: the first project starts them, the last one to
+ * finish stops them. (On globalThis, not in a module variable: each project may load its own copy
+ * of this module.)
+ */
+const shared = globalThis as { gatehouseTestServices?: { services: Promise<Services>; users: number } };
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const entry = (shared.gatehouseTestServices ??= { services: resolveServices(), users: 0 });
+  entry.users++;
+  const release = async (services?: Services) => {
+    if (--entry.users > 0) return;
+    delete shared.gatehouseTestServices;
+    await services?.stop();
+  };
+  let services: Services;
+  try {
+    services = await entry.services;
+  } catch (error) {
+    await release();
+    throw error;
+  }
+  project.provide('postgresUrl', services.postgresUrl);
+  project.provide('redisUrl', services.redisUrl);
+  project.provide('pgliteTemplate', services.pgliteTemplate);
+  return () => release(services);
+}
+
+async function resolveServices(): Promise<Services> {
   const started: Service[] = [];
   const teardown = async () => {
     await Promise.all(started.map((service) => service.stop()));
@@ -51,13 +87,21 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await teardown();
     throw new Error('REQUIRE_SERVICES=1 but PostgreSQL or Redis is unavailable: refusing to skip their suites');
   }
-  project.provide('postgresUrl', postgresUrl);
-  project.provide('redisUrl', redisUrl);
-  const template = await pgliteTemplate();
-  project.provide('pgliteTemplate', template);
-  return async () => {
-    rmSync(template, { recursive: true, force: true });
+  let template: string;
+  try {
+    template = await pgliteTemplate();
+  } catch (error) {
     await teardown();
+    throw error;
+  }
+  return {
+    postgresUrl,
+    redisUrl,
+    pgliteTemplate: template,
+    stop: async () => {
+      rmSync(template, { recursive: true, force: true });
+      await teardown();
+    },
   };
 }
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
@@ -84,4 +85,24 @@ export async function startOrigin(): Promise<Origin> {
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * A barrier for "nothing was forwarded": one request that `token` may send through the gateway
+ * at `gatewayUrl` to `path`, answered 200 before this resolves. The origin records requests in
+ * the order they arrive, and anything the gateway forwarded before it would have arrived first:
+ * resolves with what the origin received before the barrier's request (not the barrier itself).
+ */
+export async function receivedBeforeBarrier(origin: Origin, gatewayUrl: string, token: string, path = '/api/v1/agents/1/events'): Promise<ReceivedRequest[]> {
+  const marker = randomUUID();
+  const response = await fetch(`${gatewayUrl}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ barrier: marker }),
+  });
+  await response.arrayBuffer();
+  if (response.status !== 200) throw new Error(`the barrier request was answered ${response.status}`);
+  const at = origin.received.findIndex((request) => request.body.includes(marker));
+  if (at === -1) throw new Error('the barrier request was answered but never reached the origin');
+  return origin.received.slice(0, at);
 }

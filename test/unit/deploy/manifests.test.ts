@@ -1,25 +1,34 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { parseAllDocuments, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, SECRET_VARIABLES, envSchema } from '../../../src/config/env.ts';
 import { Metrics } from '../../../src/ops/metrics.ts';
 import { npmStart } from '../../../bench/npm-start.ts';
+import {
+  alertRules,
+  compose,
+  dashboardFiles,
+  dashboardQueries,
+  dashboards,
+  DEPLOY,
+  isObj,
+  kubeDocs,
+  list,
+  obj,
+  ROOT,
+  str,
+  yamlFiles,
+  type Json,
+  type Obj,
+} from '../../support/deploy-manifests.ts';
 
 /*
  * Every manifest under deploy/ (and the Dockerfile) against the code: env names against the
  * config schema, ports and probe paths against PORT / OPS_PORT, metric names in alerts and
- * the dashboard against the Metrics registry. So they cannot drift.
+ * the dashboard against the Metrics registry. So they cannot drift. (promtool's check of their
+ * PromQL runs a process: test/integration/promtool.test.ts.)
  */
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type Obj = { [key: string]: Json };
-
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const DEPLOY = join(ROOT, 'deploy');
 const ENV_NAMES = new Set(Object.keys(envSchema.shape));
 /** What the example platform reads (`env['NAME']` in its main.ts). */
 const PLATFORM_ENV_NAMES = new Set(
@@ -33,50 +42,6 @@ const DRAIN_SECONDS = (() => {
 })();
 /** Labels Prometheus attaches to every scraped series. */
 const TARGET_LABELS = new Set(['instance', 'job', 'namespace', 'pod', 'service', 'container', 'endpoint']);
-
-function filesUnder(dir: string, pattern: RegExp): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .filter((name) => pattern.test(name))
-    .map((name) => join(dir, name))
-    .sort();
-}
-
-function isObj(value: Json | undefined): value is Obj {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-function obj(value: Json | undefined, what: string): Obj {
-  if (!isObj(value)) throw new Error(`${what}: expected a mapping`);
-  return value;
-}
-function list(value: Json | undefined): Json[] {
-  return Array.isArray(value) ? value : [];
-}
-function str(value: Json | undefined): string | undefined {
-  return typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined;
-}
-
-interface Doc {
-  file: string;
-  doc: Obj;
-}
-
-function parseYamlFile(file: string): Doc[] {
-  const documents = parseAllDocuments(readFileSync(file, 'utf8'), { merge: true });
-  if (!Array.isArray(documents)) throw new Error(`${file}: not YAML documents`);
-  const docs: Doc[] = [];
-  for (const document of documents) {
-    if (document.errors.length > 0) throw new Error(`${file}: ${document.errors.map((error) => error.message).join('; ')}`);
-    const value = document.toJS() as Json;
-    if (value !== null) docs.push({ file: relative(ROOT, file), doc: obj(value, file) });
-  }
-  return docs;
-}
-
-const yamlFiles = filesUnder(DEPLOY, /\.ya?ml$/);
-const composeFile = join(DEPLOY, 'docker-compose.yml');
-const kubeDocs = yamlFiles.filter((file) => file !== composeFile).flatMap(parseYamlFile);
-const compose = parseYamlFile(composeFile)[0]?.doc ?? {};
-const dashboardFiles = filesUnder(join(DEPLOY, 'grafana'), /\.json$/);
 
 // ---------------------------------------------------------------- Kubernetes helpers
 
@@ -202,23 +167,6 @@ function checkExpression(known: Awaited<ReturnType<typeof knownMetrics>>, where:
       const allowed = family?.labels.has(label) === true || TARGET_LABELS.has(label) || (label === 'le' && name.endsWith('_bucket'));
       expect(allowed, `${where}: ${name} has no label ${label}`).toBe(true);
     }
-  }
-}
-
-const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' }).error === undefined;
-const PROMTOOL_NOTICE = 'promtool not found: install Debian package "prometheus" (apt-get install -y --no-install-recommends prometheus)';
-
-/** Runs `promtool check rules` on recording rules made of the expressions: PromQL syntax. */
-function promtoolCheckExpressions(expressions: string[]): void {
-  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-promql-'));
-  try {
-    const file = join(dir, 'rules.yaml');
-    const rules = expressions.map((expr, index) => ({ record: `gatehouse_check:expr_${index}`, expr }));
-    writeFileSync(file, stringify({ groups: [{ name: 'check', rules }] }));
-    const result = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-    expect(result.status, `${result.stdout}${result.stderr}`).toBe(0);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -370,14 +318,9 @@ describe('deploy manifests', () => {
   });
 
   describe('alerts and dashboard use metrics that exist', () => {
-    const rules = kubeDocs
-      .filter(({ doc }) => doc['kind'] === 'PrometheusRule')
-      .flatMap(({ file, doc }) => list(obj(doc['spec'], file)['groups']).flatMap((group) => list(obj(group, file)['rules'])))
-      .map((rule) => obj(rule, 'rule'));
-
     it('PrometheusRule: every expression, and the required alerts', async () => {
       const known = await knownMetrics();
-      for (const rule of rules) {
+      for (const rule of alertRules) {
         const name = String(rule['alert'] ?? rule['record']);
         checkExpression(known, name, String(rule['expr']));
         if (rule['alert'] !== undefined) {
@@ -385,7 +328,7 @@ describe('deploy manifests', () => {
           expect(obj(rule['annotations'], name)['summary'], name).toBeTypeOf('string');
         }
       }
-      const expressions = rules.map((rule) => String(rule['expr']));
+      const expressions = alertRules.map((rule) => String(rule['expr']));
       const required: ReadonlyArray<[what: string, test: RegExp]> = [
         ['deny-rate spike', /gatehouse_decisions_total\{[^}]*outcome="deny"/],
         ['fail-open > 0', /gatehouse_fail_open_decisions_total\b.*>\s*0/s],
@@ -395,21 +338,6 @@ describe('deploy manifests', () => {
       ];
       for (const [what, test] of required) expect(expressions.some((expr) => test.test(expr)), what).toBe(true);
     });
-
-    const dashboards = dashboardFiles.map((file) => ({ file, json: JSON.parse(readFileSync(file, 'utf8')) as Json }));
-
-    /** PromQL strings of a dashboard: panel target `expr`s and templating queries. */
-    function dashboardQueries(json: Json): string[] {
-      const found: string[] = [];
-      const walk = (node: Json, key: string): void => {
-        if (typeof node === 'string') {
-          if (key === 'expr' || key === 'definition' || (key === 'query' && node.includes('gatehouse_'))) found.push(node);
-        } else if (Array.isArray(node)) node.forEach((child) => walk(child, key));
-        else if (isObj(node)) for (const [childKey, child] of Object.entries(node)) walk(child, childKey);
-      };
-      walk(json, '');
-      return found;
-    }
 
     it.each(dashboards.map(({ file, json }) => [relative(ROOT, file), json] as const))('%s', async (file, json) => {
       const dashboard = obj(json, file);
@@ -437,23 +365,6 @@ describe('deploy manifests', () => {
       }
     });
 
-    if (!promtool) {
-      if (process.env['REQUIRE_SERVICES'] === '1') {
-        it('needs promtool (REQUIRE_SERVICES=1)', () => {
-          throw new Error(PROMTOOL_NOTICE);
-        });
-      } else {
-        console.warn(`\n*** SKIPPED promtool check of alert and dashboard PromQL: ${PROMTOOL_NOTICE} ***\n`);
-      }
-    }
-
-    it.skipIf(!promtool)('promtool accepts every expression (syntax)', () => {
-      const dashboardExpressions = dashboards
-        .flatMap(({ json }) => dashboardQueries(json))
-        .filter((query) => !query.startsWith('label_values('))
-        .map((query) => query.replaceAll('$__rate_interval', '5m').replaceAll('$instance', '.*'));
-      promtoolCheckExpressions([...rules.map((rule) => String(rule['expr'])), ...dashboardExpressions]);
-    });
   });
 
   describe('docker-compose.yml', () => {

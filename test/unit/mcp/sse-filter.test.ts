@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { PassThrough, type Transform } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createSseFilter, type SseFilterOptions } from '../../../src/mcp/sse-filter.ts';
@@ -84,11 +85,16 @@ describe('createSseFilter', () => {
     const received: string[] = [];
     filter.on('data', (chunk: Buffer) => received.push(chunk.toString()));
     source.write(`data: ${JSON.stringify(listResult(1, ALL))}\n\n`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await once(filter, 'data');
     expect(dataOf(received.join(''))).toEqual([listResult(1, ['list_agents', 'get_agent_status'])]);
-    source.write('data: partial');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(received.join('')).not.toContain('partial');
+    // An unfinished event, then the rest of it. Chunks are transformed one at a time and what each
+    // yields is emitted in order: had the unfinished part yielded anything, it would come next.
+    const event = `data: ${JSON.stringify(listResult(2, ALL))}`;
+    source.write(event.slice(0, 20));
+    source.write(`${event.slice(20)}\n\n`);
+    await once(filter, 'data');
+    expect(received).toHaveLength(2);
+    expect(dataOf(received[1]!)).toEqual([listResult(2, ['list_agents', 'get_agent_status'])]);
     source.end();
   });
 

@@ -1,11 +1,9 @@
-import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../../src/errors/gateway-error.ts';
 import type { ErrorCode } from '../../../src/errors/gateway-error.ts';
 import { Metrics, OTHER } from '../../../src/ops/metrics.ts';
 import type { CredentialKind, DecisionReason } from '../../../src/ops/metrics.ts';
-
-const ROUTES = ['events', 'mcp', 'admin'];
+import { ROUTES, recordTraffic } from '../../support/metrics-traffic.ts';
 
 interface Sample {
   labels: Record<string, string | number>;
@@ -22,32 +20,6 @@ async function family(metrics: Metrics, name: string): Promise<{ type: string; v
 
 function labelValues(values: Sample[], label: string): Set<string> {
   return new Set(values.map((sample) => String(sample.labels[label])));
-}
-
-/** Records one of everything, as a gateway would after some traffic. */
-function recordTraffic(metrics: Metrics): void {
-  metrics.decision('allow', 'allowed', 'api_key', 'events', 0.00004);
-  metrics.decision('allow', 'allowed', 'api_key', 'events', 0.00006);
-  metrics.decision('deny', 'insufficient_scope', 'api_key', 'mcp', 0.0001);
-  metrics.decision('deny', 'missing_credential', 'none', 'admin', 0.00002);
-  metrics.decision('allow', 'allowed', 'admin', 'api_keys', 0.0003);
-  metrics.upstream('events', 204, 0.012);
-  metrics.upstream('mcp', 'timeout', 30);
-  metrics.cacheLookup('identity', 'hit');
-  metrics.cacheLookup('identity', 'miss');
-  metrics.cacheLookup('redis', 'hit');
-  metrics.argon2Verify('match');
-  metrics.argon2Verify('mismatch');
-  metrics.throttled('login');
-  metrics.throttled('key_prefix');
-  metrics.revocationBarrier(0.004, 0);
-  metrics.revocationBarrier(2, 1);
-  metrics.setKeysByStatus({ active: 5, expired: 1, revoked: 2 });
-  metrics.login('success');
-  metrics.login('failure');
-  metrics.login('throttled');
-  metrics.setDependencyUp('store', true);
-  metrics.setDependencyUp('redis', false);
 }
 
 describe('Metrics', () => {
@@ -239,30 +211,5 @@ describe('Metrics', () => {
     expect(body).toContain('# TYPE gatehouse_decisions_total counter');
     expect(body).toMatch(/^gatehouse_decision_duration_seconds_bucket\{le="0\.00001",outcome="allow",credential="api_key",route="events"\} 0$/m);
     expect(body).toMatch(/^gatehouse_upstream_duration_seconds_bucket\{le="30",route="mcp",status_class="timeout"\} 1$/m);
-  });
-
-  describe('promtool check metrics', () => {
-    const available = spawnSync('promtool', ['--version'], { encoding: 'utf8' }).error === undefined;
-    const required = process.env['REQUIRE_SERVICES'] === '1';
-    if (!available) {
-      const notice = 'promtool not found: install Debian package "prometheus" (apt-get install -y --no-install-recommends prometheus)';
-      if (required) {
-        it('needs promtool (REQUIRE_SERVICES=1)', () => {
-          throw new Error(notice);
-        });
-      } else {
-        console.warn(`\n*** SKIPPED promtool lint of the metrics scrape: ${notice} ***\n`);
-      }
-    }
-
-    it.skipIf(!available)('accepts the scrape after traffic', async () => {
-      const metrics = new Metrics({ routes: ROUTES });
-      recordTraffic(metrics);
-      metrics.decision('deny', 'invalid_credential', 'none', '/unlisted', 0.5);
-      const { body } = await metrics.scrape();
-      const result = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8' });
-      expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
-      expect(result.status).toBe(0);
-    });
   });
 });

@@ -5,17 +5,18 @@ import type { Decision, DecisionInput } from '../../../src/policy/decide.ts';
 import type { Principal } from '../../../src/policy/principal.ts';
 import { compileRoutes } from '../../../src/policy/routes.ts';
 import type { CompiledRoute } from '../../../src/policy/routes.ts';
-import { allowedTools, effectiveScopes } from '../../../src/policy/scopes.ts';
+import { ToolGrants } from '../../../src/policy/scopes.ts';
 import { ALL_FEATURES, apiKey, defaultTables, defaultYaml, NO_FEATURES, routesWith, tablesFrom } from './support.ts';
 
 const NOW = new Date('2030-06-01T12:00:00.000Z');
-const ADMIN: Principal = { kind: 'admin', adminId: 1 };
+const ADMIN: Principal = { kind: 'admin', adminId: 1, expiresAt: new Date(NOW.getTime() + 3_600_000) };
 const MCP_SCOPES = 'mcp:calls mcp:knowledge mcp:transcripts mcp:agents mcp:events mcp:recall mcp:custom_tools mcp:orchestrate';
 
 /** What the test compares: allow, or the code, status and needed scope of the refusal. */
-type Expected = 'allow' | { code: string; status: number; scope?: string; messageIndex?: number; messageId?: string | number | null };
+type Expected = 'allow' | 'authenticate' | { code: string; status: number; scope?: string; messageIndex?: number; messageId?: string | number | null };
 
 function summary(decision: Decision): Expected {
+  if (decision.allow === 'authenticate') return 'authenticate';
   if (decision.allow) return 'allow';
   const { code, status, scope, messageIndex, messageId } = decision;
   return {
@@ -50,7 +51,8 @@ function run(tables: Tables, cases: readonly Case[]) {
     const input: DecisionInput = {
       route: routeNamed(tables, c.route),
       params: c.params ?? {},
-      principal: c.principal,
+      credential: c.principal === null ? 'none' : c.principal.kind,
+      principal: c.principal ?? undefined,
       licence: { features: c.features ?? ALL_FEATURES },
       now: NOW,
       ...(c.messages === undefined ? {} : { mcpMessages: c.messages }),
@@ -88,7 +90,30 @@ describe('decide: credentials', () => {
     { description: 'expiry is checked before scope', ...EVENTS, principal: apiKey(['mcp:calls'], { expiresAt: NOW }), expected: refused('expired_credential', 401) },
     { description: 'expired key on MCP', route: 'mcp', principal: apiKey(['mcp:calls'], { expiresAt: NOW }), messages: [request('initialize')], expected: refused('expired_credential', 401) },
     { description: 'expired key on an admin route is still the wrong type', route: 'admin', principal: apiKey(['events:write'], { expiresAt: NOW }), expected: refused('wrong_credential_type', 401) },
+    { description: 'a revoked key: 401 revoked_credential', ...EVENTS, principal: apiKey(['events:write'], { revoked: true }), expected: refused('revoked_credential', 401) },
+    { description: 'revocation is checked before expiry', ...EVENTS, principal: apiKey(['events:write'], { revoked: true, expiresAt: NOW }), expected: refused('revoked_credential', 401) },
+    { description: 'a revoked key on MCP', route: 'mcp', principal: apiKey(['mcp:calls'], { revoked: true }), messages: [request('initialize')], expected: refused('revoked_credential', 401) },
+    { description: 'a revoked key on an admin route is still the wrong type', route: 'admin', principal: apiKey(['events:write'], { revoked: true }), expected: refused('wrong_credential_type', 401) },
+    { description: 'an admin token at its exp: 401 expired_credential', route: 'admin', principal: { ...ADMIN, expiresAt: NOW }, expected: refused('expired_credential', 401) },
+    { description: 'an admin token a millisecond before its exp', route: 'admin', principal: { ...ADMIN, expiresAt: new Date(NOW.getTime() + 1) }, expected: 'allow' },
   ]);
+});
+
+/** Asked before authentication: what the credential's shape alone settles, or `authenticate`. */
+describe('decide: before authentication', () => {
+  const withPublic = tablesFrom({ routes: routesWith({ name: 'health', path: '/health', methods: ['GET'], credential: 'none' }) });
+  it.each([
+    { description: 'no credential on an API-key route', route: 'events', credential: 'none', expected: refused('missing_credential', 401) },
+    { description: 'a token of neither shape', route: 'events', credential: 'unknown', expected: refused('invalid_credential', 401) },
+    { description: 'an API key on an admin route, unverified', route: 'admin', credential: 'api_key', expected: refused('wrong_credential_type', 401) },
+    { description: 'an admin token on MCP, unverified', route: 'mcp', credential: 'admin', expected: refused('wrong_credential_type', 401) },
+    { description: 'an API key on an API-key route: authenticate it', route: 'events', credential: 'api_key', expected: 'authenticate' },
+    { description: 'an admin token on an admin route: authenticate it', route: 'admin', credential: 'admin', expected: 'authenticate' },
+    { description: 'anything on a public route: allowed, nothing authenticated', route: 'health', credential: 'unknown', expected: 'allow' },
+  ] as const)('$description', ({ route, credential, expected }) => {
+    const input: DecisionInput = { route: routeNamed(withPublic, route), params: { agent_id: 7 }, credential, licence: { features: ALL_FEATURES }, now: NOW };
+    expect(summary(decide(input, withPublic))).toEqual(expected);
+  });
 });
 
 describe('decide: events route', () => {
@@ -358,12 +383,12 @@ describe('decide: an operator route requiring a licensed MCP scope', () => {
 
 describe('decide: values', () => {
   it('allows with the one shared ALLOW value (no allocation on the allow path)', () => {
-    const input: DecisionInput = { route: routeNamed(tables, 'events'), params: { agent_id: 7 }, principal: apiKey(['events:write'], { agentId: 7 }), licence: { features: NO_FEATURES }, now: NOW };
+    const input: DecisionInput = { route: routeNamed(tables, 'events'), params: { agent_id: 7 }, credential: 'api_key', principal: apiKey(['events:write'], { agentId: 7 }), licence: { features: NO_FEATURES }, now: NOW };
     expect(decide(input, tables)).toBe(ALLOW);
   });
 
   it('a refusal carries a detail', () => {
-    const decision = decide({ route: routeNamed(tables, 'events'), params: { agent_id: 7 }, principal: null, licence: { features: NO_FEATURES }, now: NOW }, tables);
+    const decision = decide({ route: routeNamed(tables, 'events'), params: { agent_id: 7 }, credential: 'none', licence: { features: NO_FEATURES }, now: NOW }, tables);
     expect(decision.allow).toBe(false);
     if (!decision.allow) expect(decision.detail).toEqual(expect.any(String));
   });
@@ -379,25 +404,27 @@ describe('allowedTools and effectiveScopes', () => {
     { description: 'every scope, no feature', scopes: [...ALL_MCP], features: NO_FEATURES, tools: TOOLS.filter((t) => !t.feature).map((t) => t.tool) },
     { description: 'no MCP scope', scopes: ['events:write'], features: ALL_FEATURES, tools: [] },
   ])('$description', ({ scopes, features, tools }) => {
-    expect([...allowedTools(apiKey(scopes), { features }, tables)].sort()).toEqual([...tools].sort());
+    expect([...new ToolGrants(tables).allowedTools(apiKey(scopes), { features })].sort()).toEqual([...tools].sort());
   });
 
   it('admins call no tools', () => {
-    expect(allowedTools(ADMIN, { features: ALL_FEATURES }, tables).size).toBe(0);
+    expect(new ToolGrants(tables).allowedTools(ADMIN, { features: ALL_FEATURES }).size).toBe(0);
   });
 
   it('follows a change of licence for the same key state', () => {
     const key = apiKey(['mcp:events']);
-    expect([...allowedTools(key, { features: NO_FEATURES }, tables)]).toEqual([]);
-    expect([...allowedTools(key, { features: ALL_FEATURES }, tables)]).toEqual(['record_event']);
+    const grants = new ToolGrants(tables);
+    expect([...grants.allowedTools(key, { features: NO_FEATURES })]).toEqual([]);
+    expect([...grants.allowedTools(key, { features: ALL_FEATURES })]).toEqual(['record_event']);
   });
 
   it('effectiveScopes expands aliases and keeps what was granted', () => {
-    expect([...effectiveScopes(['events:write', 'mcp:tools'], tables)].sort()).toEqual(['events:write', 'mcp:calls', 'mcp:knowledge', 'mcp:tools', 'mcp:transcripts']);
+    expect([...new ToolGrants(tables).effectiveScopes(['events:write', 'mcp:tools'])].sort()).toEqual(['events:write', 'mcp:calls', 'mcp:knowledge', 'mcp:tools', 'mcp:transcripts']);
   });
 
   it('effectiveScopes is memoised per granted array', () => {
     const granted = ['mcp:tools'];
-    expect(effectiveScopes(granted, tables)).toBe(effectiveScopes(granted, tables));
+    const grants = new ToolGrants(tables);
+    expect(grants.effectiveScopes(granted)).toBe(grants.effectiveScopes(granted));
   });
 });

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { ApiKeyPrincipal } from '../../../src/policy/principal.ts';
-import { identityHeadersOf } from '../../../src/proxy/upstream-headers.ts';
+import { IdentityHeaderValues } from '../../../src/proxy/upstream-headers.ts';
+
+const values = new IdentityHeaderValues();
+const identityHeadersOf = (principal: Parameters<IdentityHeaderValues['of']>[0]) => values.of(principal);
 
 const key = (keyId: number, agentId: number | null, scopes: readonly string[]): ApiKeyPrincipal => ({
   kind: 'api_key',
@@ -8,6 +11,7 @@ const key = (keyId: number, agentId: number | null, scopes: readonly string[]): 
   agentId,
   scopes,
   expiresAt: null,
+  revoked: false,
 });
 
 describe('identityHeadersOf', () => {
@@ -22,7 +26,7 @@ describe('identityHeadersOf', () => {
   });
 
   it('names an admin by id, and nothing for no principal', () => {
-    expect(identityHeadersOf({ kind: 'admin', adminId: 1 } as Parameters<typeof identityHeadersOf>[0])).toEqual(['x-auth-kind', 'admin', 'x-auth-admin-id', '1']);
+    expect(identityHeadersOf({ kind: 'admin', adminId: 1, expiresAt: new Date(0) })).toEqual(['x-auth-kind', 'admin', 'x-auth-admin-id', '1']);
     expect(identityHeadersOf(null)).toEqual([]);
   });
 });

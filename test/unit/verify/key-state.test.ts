@@ -18,16 +18,16 @@ const row = (fields: Partial<ApiKeyRow> = {}): ApiKeyRow => ({
 
 describe('key state', () => {
   it.each([
-    ['an active key without expiry', {}, { revoked: false, principal: expect.objectContaining({ expiresAt: null }) }],
-    ['a revoked key', { revokedAt: new Date(5) }, { revoked: true, principal: expect.objectContaining({ expiresAt: null }) }],
-    ['a key with an expiry', { expiresAt: new Date(1_000) }, { revoked: false, principal: expect.objectContaining({ expiresAt: new Date(1_000) }) }],
+    ['an active key without expiry', {}, { principal: expect.objectContaining({ expiresAt: null, revoked: false }) }],
+    ['a revoked key', { revokedAt: new Date(5) }, { principal: expect.objectContaining({ expiresAt: null, revoked: true }) }],
+    ['a key with an expiry', { expiresAt: new Date(1_000) }, { principal: expect.objectContaining({ expiresAt: new Date(1_000), revoked: false }) }],
   ])('describes %s', (_what, fields, expected) => {
     expect(keyStateOf(row(fields), 42, new ScopeLists())).toMatchObject({ ...expected, freshUntil: 42 });
   });
 
   it('hands out a frozen principal', () => {
     const { principal } = keyStateOf(row({ agentId: 9 }), 0, new ScopeLists());
-    expect(principal).toEqual({ kind: 'api_key', keyId: 1, agentId: 9, scopes: ['events:write'], expiresAt: null });
+    expect(principal).toEqual({ kind: 'api_key', keyId: 1, agentId: 9, scopes: ['events:write'], expiresAt: null, revoked: false });
     expect(Object.isFrozen(principal)).toBe(true);
     expect(Object.isFrozen(principal.scopes)).toBe(true);
   });

@@ -92,12 +92,18 @@ export function forgedKey(prefix: string): string {
 }
 
 /** The GatewayError code a call throws or rejects with (fails the test if it succeeds or throws something else). */
+/**
+ * How a verification ended: the code of its refusal, or `revoked_credential` for the principal
+ * of a revoked key (the verifier proves who a key is; `decide()` refuses it as revoked).
+ */
 export async function codeOf(attempt: () => unknown): Promise<ErrorCode> {
+  let verified: unknown;
   try {
-    await attempt();
+    verified = await attempt();
   } catch (error) {
     if (error instanceof GatewayError) return error.code;
     throw error;
   }
-  throw new Error('expected a GatewayError, got success');
+  if ((verified as { revoked?: boolean } | undefined)?.revoked === true) return 'revoked_credential';
+  throw new Error('expected a refusal or a revoked key, got success');
 }

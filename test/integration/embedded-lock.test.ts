@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { lockEmbeddedStore } from '../../../src/store/embedded-lock.ts';
+import { lockEmbeddedStore } from '../../src/store/embedded-lock.ts';
 
 const storeDir = () => join(mkdtempSync(join(tmpdir(), 'gatehouse-lock-')), 'pglite');
 

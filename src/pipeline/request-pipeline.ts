@@ -1,0 +1,164 @@
+import type { IncomingMessage } from 'node:http';
+import type { Tables } from '../config/tables.ts';
+import { extractBearer, type BearerCredential } from '../credentials/bearer.ts';
+import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
+import { UNKNOWN_CLAIMANT } from '../limits/probe-gate.ts';
+import { decide, type Licence } from '../policy/decide.ts';
+import { deny, type Allow, type Deny } from '../policy/denial.ts';
+import type { AdminPrincipal, Principal } from '../policy/principal.ts';
+import type { CompiledRoute, RouteMatch, RouteMatcher } from '../policy/routes.ts';
+import { presentedKindOf, type Authenticable, type Authentication, type Authenticator } from './authenticate.ts';
+
+/** The methods forwarded; any other is a 404 like an unknown endpoint, on every path the gateway does not serve itself. */
+export const FORWARDED_METHODS: ReadonlySet<string> = new Set(['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']);
+
+/** An allowed request: what the rewrite needs to build what the upstream receives. */
+export interface Authorized {
+  readonly allow: true;
+  readonly route: CompiledRoute;
+  readonly params: Readonly<Record<string, number>>;
+  readonly principal: Principal | null;
+}
+
+export type Verdict = Authorized | Deny;
+
+/** At once when everything the decision needs is cached; else once the credential is authenticated. Rejects only on failure. */
+export type Authorization = Verdict | Promise<Verdict>;
+
+export interface ObservedDecision {
+  allowed: boolean;
+  /** The stable code of a refusal; `internal_error` for a failure. */
+  code: ErrorCode | undefined;
+  credential: 'api_key' | 'admin' | 'none';
+  route: string | undefined;
+  seconds: number;
+}
+
+export interface PipelineDeps {
+  routes: RouteMatcher;
+  tables: Tables;
+  authenticator: Pick<Authenticator, 'authenticate'>;
+  licence: Licence;
+  now: () => Date;
+  /** Told of every key a decision accepted as a credential (write-behind `last_used_at`). */
+  usage?: { record(keyId: number, at: number): void };
+  /** Told of every decision, allowed or refused (the decision metrics). */
+  observe?: (decision: ObservedDecision) => void;
+}
+
+/**
+ * The route the gateway's own admin endpoints are decided as: an admin session token, nothing
+ * else (docs/api-keys.md). Not in the route table: those paths are served, never forwarded.
+ */
+const OWN_ADMIN_ENDPOINTS: CompiledRoute = Object.freeze({
+  name: 'admin_api',
+  path: '/api/v1/**',
+  methods: '*',
+  credential: 'admin',
+  scope: undefined,
+  feature: undefined,
+  agentParam: undefined,
+  mcp: undefined,
+});
+const NO_PARAMS: Readonly<Record<string, number>> = Object.freeze({});
+
+/**
+ * The one pipeline every request is decided by (docs/architecture.md, "One pipeline"):
+ * the route table's match, then `decide()` on what the credential's shape settles, then
+ * `authenticate`, then `decide()` on the principal. Every refusal is a value (`Deny`); only
+ * infrastructure failures throw. The rewrite (what the upstream receives) follows in the
+ * transport that forwards. Adding a rule means changing `decide()`, nothing here.
+ */
+export class RequestPipeline {
+  readonly #deps: PipelineDeps;
+
+  constructor(deps: PipelineDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Decides a request whose path (the request target's, checked) is not the gateway's own.
+   * `observed` false: the caller tells `observe` itself, once it has decided the rest (MCP messages).
+   */
+  authorize(request: IncomingMessage, path: string, observed = true): Authorization {
+    const started = !observed || this.#deps.observe === undefined ? -1 : performance.now();
+    const method = request.method!;
+    const match = FORWARDED_METHODS.has(method) ? this.#deps.routes.match(method, path) : undefined;
+    if (match === undefined || match.error !== undefined) return this.#observed(routeRefusal(match), match?.route, request, started);
+    const verdict = this.#decide(match.route, match.params, extractBearer(request.headers.authorization), request.socket.remoteAddress);
+    if (!(verdict instanceof Promise)) return this.#observed(verdict, match.route, request, started);
+    return verdict.then(
+      (settled) => this.#observed(settled, match.route, request, started),
+      (error: unknown) => {
+        if (started >= 0) this.observe(request, match.route.name, { allowed: false, code: error instanceof GatewayError ? error.code : 'internal_error' }, started);
+        throw error;
+      },
+    );
+  }
+
+  /** The messages of an MCP request, decided for the principal its credential was already allowed as. */
+  decideMessages(authorized: Authorized, messages: readonly unknown[]): Allow | Deny {
+    const { route, params, principal } = authorized;
+    const { licence, now, tables } = this.#deps;
+    return decide({ route, params, credential: principal!.kind, principal: principal!, licence, now: now(), mcpMessages: messages }, tables);
+  }
+
+  /** The admin guard of the gateway's own endpoints: the same decision, as a route needing an admin token. */
+  async authorizeAdmin(request: IncomingMessage): Promise<AdminPrincipal | Deny> {
+    const verdict = await this.#decide(OWN_ADMIN_ENDPOINTS, NO_PARAMS, extractBearer(request.headers.authorization), request.socket.remoteAddress);
+    return verdict.allow ? (verdict.principal as AdminPrincipal) : verdict;
+  }
+
+  /** Tells `observe` how a decision ended, once: the credential kind presented, and the route-table name. */
+  observe(request: IncomingMessage, route: string | undefined, outcome: { allowed: boolean; code: ErrorCode | undefined }, started: number): void {
+    const credential = credentialKindOf(extractBearer(request.headers.authorization));
+    this.#deps.observe?.({ ...outcome, credential, route, seconds: (performance.now() - started) / 1000 });
+  }
+
+  #decide(route: CompiledRoute, params: Readonly<Record<string, number>>, bearer: BearerCredential, address: string | undefined): Verdict | Promise<Verdict> {
+    const { licence, now, tables } = this.#deps;
+    if (bearer.kind === 'malformed') return deny(bearer.code, bearer.detail);
+    const at = now();
+    const first = decide({ route, params, credential: presentedKindOf(bearer), licence, now: at }, tables);
+    if (first.allow === true) return { allow: true, route, params, principal: null };
+    if (first.allow === false) return first;
+    const authentication: Authentication = this.#deps.authenticator.authenticate(bearer as Authenticable, address ?? UNKNOWN_CLAIMANT);
+    // Decided against the clock as it is once the credential is authenticated.
+    if (authentication instanceof Promise) return authentication.then((principal) => this.#decideFor(route, params, principal, now()));
+    return this.#decideFor(route, params, authentication, at);
+  }
+
+  #decideFor(route: CompiledRoute, params: Readonly<Record<string, number>>, principal: Principal | Deny, at: Date): Verdict {
+    if ('allow' in principal) return principal;
+    const { licence, tables, usage } = this.#deps;
+    const decision = decide({ route, params, credential: principal.kind, principal, licence, now: at }, tables);
+    // Used, unless the credential itself was refused (revoked, expired): a 403 is a use of a valid key.
+    if (principal.kind === 'api_key' && (decision.allow || decision.status !== 401)) usage?.record(principal.keyId, at.getTime());
+    return decision.allow ? { allow: true, route, params, principal } : decision;
+  }
+
+  #observed(verdict: Verdict, route: CompiledRoute | undefined, request: IncomingMessage, started: number): Verdict {
+    if (started < 0 || this.#deps.observe === undefined) return verdict;
+    if (verdict.allow) {
+      const credential = verdict.principal === null ? 'none' : verdict.principal.kind;
+      this.#deps.observe({ allowed: true, code: undefined, credential, route: verdict.route.name, seconds: (performance.now() - started) / 1000 });
+    } else {
+      this.observe(request, route?.name, { allowed: false, code: verdict.code }, started);
+    }
+    return verdict;
+  }
+}
+
+/** The refusal of a request target the route table does not serve as it is. */
+function routeRefusal(match: Exclude<RouteMatch, { error?: undefined }> | undefined): Deny {
+  if (match === undefined) return deny('not_found', 'No route matches this request');
+  if (match.error === 'bad_param') {
+    const message = 'must be a positive decimal integer without sign or leading zeros';
+    return deny('validation_failed', `The path parameter ${match.param} ${message}`, { errors: [{ field: match.param, message }] });
+  }
+  return deny('method_not_allowed', `Use ${match.allow.join(' or ')} on this path`, { allowedMethods: match.allow });
+}
+
+function credentialKindOf(bearer: BearerCredential): ObservedDecision['credential'] {
+  return bearer.kind === 'api_key' ? 'api_key' : bearer.kind === 'jwt' ? 'admin' : 'none';
+}

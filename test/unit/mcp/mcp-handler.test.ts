@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createMcpHandler, type McpHandler } from '../../../src/mcp/mcp-handler.ts';
+import { JSON_POST, KEY_A, TestServer, bearer, bench, headerOf, rpcErrorOf } from './support.ts';
+
+const rpc = (id: number, method: string, params?: unknown) => JSON.stringify({ jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) });
+
+/** The handler composed of the parts (mcp-handler.ts): the credential first, then each step, against the fake upstream. */
+describe('createMcpHandler', () => {
+  const server = new TestServer();
+  let parts: ReturnType<typeof bench>;
+  let handler: McpHandler;
+
+  beforeAll(() => server.start());
+  afterAll(() => server.close());
+  beforeEach(() => {
+    parts = bench();
+    handler = createMcpHandler({
+      upstream: parts.upstream.asUpstream(),
+      forwardAuthorization: false,
+      bodyLimit: 1024,
+      tables: parts.tables,
+      licence: parts.licence,
+      pipeline: parts.pipeline,
+      grants: parts.grants,
+      identity: parts.identity,
+      bindings: parts.bindings,
+      log: parts.log,
+      streams: parts.streams,
+    });
+    server.handle = (request, response) => handler.serve(request, response, 'req-9', new URL(request.url!, 'http://gateway.test').pathname);
+  });
+
+  it('serves the MCP paths of the route table, and refuses an upgrade on them', () => {
+    expect([...handler.paths].sort()).toEqual(['/mcp', '/messages', '/sse']);
+    expect(handler.serves('/mcp')).toBe(true);
+    expect(handler.serves('/api/v1/agents/7/events')).toBe(false);
+    expect(handler.upgradeRefusal()).toMatchObject({ allow: false, code: 'bad_request', status: 400 });
+  });
+
+  it.each([
+    ['no credential', {}, 401, 'missing_credential'],
+    ['an unknown key', bearer('ghk_unknown'), 401, 'invalid_credential'],
+  ])('refuses %s as problem+json before reading the body; nothing upstream', async (_what, headers, status, code) => {
+    const answer = await server.call('POST', '/mcp', { ...headers, ...JSON_POST }, rpc(1, 'ping'));
+    expect(answer.status).toBe(status);
+    expect(answer.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(JSON.parse(answer.text)).toMatchObject({ code });
+    expect(parts.upstream.received).toEqual([]);
+    expect(parts.observed).toMatchObject([{ allowed: false, code }]);
+  });
+
+  it('refuses a method the route does not list before the key is looked at', async () => {
+    const answer = await server.call('PUT', '/mcp', bearer(KEY_A));
+    expect(answer.status).toBe(405);
+    expect(answer.headers.allow).toBe('DELETE, GET, POST');
+    expect(parts.upstream.received).toEqual([]);
+  });
+
+  it('runs a session: bound on initialize, tools filtered, a forbidden call refused, unbound on DELETE; each request observed once', async () => {
+    parts.upstream.answer = (request) => {
+      if (request.method === 'DELETE') return { status: 204, headers: {} };
+      const { id, method } = JSON.parse(request.body as string) as { id: number; method: string };
+      if (method === 'initialize') return { status: 200, headers: { 'content-type': 'application/json', 'mcp-session-id': 'sess-1' }, body: JSON.stringify({ jsonrpc: '2.0', id, result: {} }) };
+      const tools = [{ name: 'list_agents' }, { name: 'place_outbound_call' }];
+      return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: [`data: ${JSON.stringify({ jsonrpc: '2.0', id, result: { tools } })}\n\n`] };
+    };
+    const headers = { ...bearer(KEY_A), ...JSON_POST };
+
+    const opened = await server.call('POST', '/mcp', headers, rpc(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } }));
+    expect(opened.status).toBe(200);
+    expect(opened.headers['mcp-session-id']).toBe('sess-1');
+    expect(await parts.bindings.check('streamable:sess-1', 1)).toBe('bound');
+
+    const session = { ...headers, 'mcp-session-id': 'sess-1' };
+    const listed = await server.call('POST', '/mcp', session, rpc(2, 'tools/list'));
+    expect(listed.text).toBe(`data: ${JSON.stringify({ jsonrpc: '2.0', id: 2, result: { tools: [{ name: 'list_agents' }] } })}\n\n`);
+
+    const refused = await server.call('POST', '/mcp', session, rpc(3, 'tools/call', { name: 'place_outbound_call', arguments: {} }));
+    expect(refused.status).toBe(403);
+    expect(rpcErrorOf(refused.text)).toMatchObject({ id: 3, dataCode: 'insufficient_scope' });
+
+    const ended = await server.call('DELETE', '/mcp', { ...bearer(KEY_A), 'mcp-session-id': 'sess-1' });
+    expect(ended.status).toBe(204);
+    expect(await parts.bindings.check('streamable:sess-1', 1)).toBe('unknown');
+
+    expect(parts.upstream.received.map((request) => request.method)).toEqual(['POST', 'POST', 'DELETE']);
+    expect(headerOf(parts.upstream.received[1]!.headers, 'x-request-id')).toEqual(['req-9']);
+    expect(parts.observed.map(({ allowed, code, route }) => [allowed, code, route])).toEqual([
+      [true, undefined, 'mcp'],
+      [true, undefined, 'mcp'],
+      [false, 'insufficient_scope', 'mcp'],
+      [true, undefined, 'mcp'],
+    ]);
+  });
+});

@@ -1,0 +1,168 @@
+import type { IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { generateKey } from '../../../src/credentials/key-format.ts';
+import { GatewayError } from '../../../src/errors/gateway-error.ts';
+import type { Authenticable, Authentication } from '../../../src/pipeline/authenticate.ts';
+import { RequestPipeline, type ObservedDecision, type Verdict } from '../../../src/pipeline/request-pipeline.ts';
+import { deny } from '../../../src/policy/denial.ts';
+import type { AdminPrincipal, ApiKeyPrincipal } from '../../../src/policy/principal.ts';
+import { compileRoutes } from '../../../src/policy/routes.ts';
+import { ALL_FEATURES, apiKey, defaultTables } from '../policy/support.ts';
+
+const NOW = new Date('2030-06-01T12:00:00.000Z');
+const KEY = generateKey();
+const TOKEN = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl';
+const ADMIN: AdminPrincipal = { kind: 'admin', adminId: 1, expiresAt: new Date(NOW.getTime() + 60_000) };
+
+/** A stand-in for the verifiers: what each credential proves, and how (at once or after I/O). */
+class StubAuthenticator {
+  calls: Authenticable[] = [];
+  answer: (credential: Authenticable) => Authentication = (credential) => (credential.kind === 'jwt' ? ADMIN : apiKey(['events:write'], { agentId: 7 }));
+
+  readonly authenticate = (credential: Authenticable): Authentication => {
+    this.calls.push(credential);
+    return this.answer(credential);
+  };
+}
+
+function setup() {
+  const tables = defaultTables();
+  const authenticator = new StubAuthenticator();
+  const uses: number[] = [];
+  const observed: ObservedDecision[] = [];
+  const pipeline = new RequestPipeline({
+    routes: compileRoutes(tables),
+    tables,
+    authenticator,
+    licence: { features: ALL_FEATURES },
+    now: () => NOW,
+    usage: { record: (keyId) => void uses.push(keyId) },
+    observe: (decision) => void observed.push(decision),
+  });
+  return { pipeline, authenticator, uses, observed };
+}
+
+function request(method: string, authorization?: string | string[]): IncomingMessage {
+  const headers = authorization === undefined ? {} : { authorization };
+  return { method, headers, socket: { remoteAddress: '127.0.0.9' } } as unknown as IncomingMessage;
+}
+
+const EVENTS = '/api/v1/agents/7/events';
+
+/** The code of a refusal, or `allow`. */
+function outcome(verdict: Verdict): string {
+  return verdict.allow ? 'allow' : verdict.code;
+}
+
+describe('RequestPipeline: the route comes first', () => {
+  it.each([
+    ['a method the gateway does not forward', 'PROPFIND', EVENTS, 'not_found'],
+    ['a method the MCP route does not list', 'PUT', '/mcp', 'method_not_allowed'],
+    ['a bad agent id', 'POST', '/api/v1/agents/07/events', 'validation_failed'],
+  ])('%s: %s %s is %s, and no credential is authenticated', (_what, method, path, code) => {
+    const { pipeline, authenticator, observed } = setup();
+    const verdict = pipeline.authorize(request(method, `Bearer ${KEY}`), path) as Verdict;
+    expect(outcome(verdict)).toBe(code);
+    expect(authenticator.calls).toEqual([]);
+    expect(observed).toMatchObject([{ allowed: false, code, credential: 'api_key' }]);
+  });
+
+  it('a 405 names the methods the route serves', () => {
+    const verdict = setup().pipeline.authorize(request('PUT', `Bearer ${KEY}`), '/mcp') as Verdict;
+    expect(verdict).toMatchObject({ allow: false, status: 405, allowedMethods: ['DELETE', 'GET', 'POST'] });
+  });
+});
+
+describe('RequestPipeline: what the credential\'s shape settles costs no authentication', () => {
+  it.each([
+    ['no credential', undefined, 'missing_credential'],
+    ['another scheme', 'Basic YTpi', 'invalid_credential'],
+    ['two Authorization headers', ['Bearer a', 'Bearer b'], 'duplicate_header'],
+    ['a token of neither shape', 'Bearer abc', 'invalid_credential'],
+    ['an admin token on an API-key route', `Bearer ${TOKEN}`, 'wrong_credential_type'],
+  ])('%s: %s', (_what, authorization, code) => {
+    const { pipeline, authenticator } = setup();
+    expect(outcome(pipeline.authorize(request('POST', authorization), EVENTS) as Verdict)).toBe(code);
+    expect(authenticator.calls).toEqual([]);
+  });
+
+  it('an API key on an admin endpoint is refused by its shape: no store read, no argon2id', async () => {
+    const { pipeline, authenticator } = setup();
+    expect(await pipeline.authorizeAdmin(request('GET', `Bearer ${KEY}`))).toMatchObject({ allow: false, code: 'wrong_credential_type', status: 401 });
+    expect(authenticator.calls).toEqual([]);
+  });
+});
+
+describe('RequestPipeline: authenticate, then decide', () => {
+  it('a cached key is decided at once: no promise', () => {
+    const { pipeline, authenticator, uses, observed } = setup();
+    const verdict = pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS);
+    expect(verdict).not.toBeInstanceOf(Promise);
+    expect(verdict).toMatchObject({ allow: true, route: { name: 'events' }, params: { agent_id: 7 }, principal: { kind: 'api_key', keyId: 1 } });
+    expect(authenticator.calls).toEqual([{ kind: 'api_key', token: KEY }]);
+    expect(uses).toEqual([1]);
+    expect(observed).toMatchObject([{ allowed: true, code: undefined, credential: 'api_key', route: 'events' }]);
+  });
+
+  it('a first use is decided once authenticated', async () => {
+    const { pipeline, authenticator, observed } = setup();
+    authenticator.answer = () => Promise.resolve(apiKey(['events:write']));
+    const verdict = pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS);
+    expect(verdict).toBeInstanceOf(Promise);
+    expect(outcome(await verdict)).toBe('allow');
+    expect(observed).toHaveLength(1);
+  });
+
+  it.each([
+    ['revoked', apiKey(['events:write'], { revoked: true }), 'revoked_credential', false],
+    ['expired', apiKey(['events:write'], { expiresAt: NOW }), 'expired_credential', false],
+    ['lacking the scope', apiKey(['mcp:calls']), 'insufficient_scope', true],
+    ['bound to another agent', apiKey(['events:write'], { agentId: 8 }), 'agent_mismatch', true],
+    ['allowed', apiKey(['events:write'], { agentId: 7 }), 'allow', true],
+  ] as const)('a key %s: %s; its use recorded: %s', (_what, principal: ApiKeyPrincipal, code, used) => {
+    const { pipeline, authenticator, uses } = setup();
+    authenticator.answer = () => principal;
+    expect(outcome(pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS) as Verdict)).toBe(code);
+    expect(uses).toEqual(used ? [1] : []);
+  });
+
+  it('a credential that proves no one is refused as authentication said, with its details', async () => {
+    const { pipeline, authenticator } = setup();
+    authenticator.answer = () => Promise.resolve(deny('rate_limited', 'Too many failed attempts for this key prefix', { retryAfter: 42 }));
+    expect(await pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS)).toMatchObject({ allow: false, code: 'rate_limited', retryAfter: 42 });
+  });
+
+  it('a failure rejects, and is observed once with its code', async () => {
+    const { pipeline, authenticator, observed } = setup();
+    authenticator.answer = () => Promise.reject(new GatewayError('store_unavailable', 'down'));
+    await expect(pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS)).rejects.toMatchObject({ code: 'store_unavailable' });
+    expect(observed).toMatchObject([{ allowed: false, code: 'store_unavailable', route: 'events' }]);
+  });
+
+  it('is not observed when the caller observes the whole request itself (MCP)', () => {
+    const { pipeline, observed } = setup();
+    pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS, false);
+    expect(observed).toEqual([]);
+  });
+});
+
+describe('RequestPipeline: the admin guard of the gateway\'s own endpoints', () => {
+  it('allows an admin token, refusing an expired one as decide() does', async () => {
+    const { pipeline, authenticator } = setup();
+    expect(await pipeline.authorizeAdmin(request('GET', `Bearer ${TOKEN}`))).toEqual(ADMIN);
+    authenticator.answer = () => ({ ...ADMIN, expiresAt: NOW });
+    expect(await pipeline.authorizeAdmin(request('GET', `Bearer ${TOKEN}`))).toMatchObject({ allow: false, code: 'expired_credential' });
+  });
+});
+
+describe('RequestPipeline: MCP messages', () => {
+  it('decides the messages for the principal the credential was allowed as', () => {
+    const { pipeline, authenticator } = setup();
+    authenticator.answer = () => apiKey(['mcp:knowledge']);
+    const verdict = pipeline.authorize(request('POST', `Bearer ${KEY}`), '/mcp') as Verdict;
+    if (!verdict.allow) throw new Error('expected the credential to be allowed');
+    const call = (name: string) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } });
+    expect(pipeline.decideMessages(verdict, [call('search_knowledge_base')])).toMatchObject({ allow: true });
+    expect(pipeline.decideMessages(verdict, [call('place_outbound_call')])).toMatchObject({ allow: false, code: 'insufficient_scope', messageIndex: 0, messageId: 1 });
+  });
+});
