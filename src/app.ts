@@ -96,14 +96,12 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     observe: ({ allowed, code, credential, route, seconds }) => metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
   });
   await registerEndpoints(app, { config, store: deps.store, now, metrics, login: core.login, keys, guard: pipeline });
-  const door = buildDoor(config, app, { pipeline, streams, metrics, redis, ownEndpoints });
+  const door = buildDoor(config, app, { pipeline, streams, metrics, redis, ownEndpoints, drained: () => servers.furtherDrained() });
   servers.route(door);
   app.addHook('preClose', (done) => {
+    // Fastify answers 503 from now on and stops its server accepting; the further servers stop with it.
     door.close();
-    done();
-  });
-  app.addHook('onClose', (_app, done) => {
-    servers.closeFurther();
+    servers.stopFurther();
     done();
   });
   return {
@@ -255,7 +253,15 @@ function keyStateListener(verifier: KeyVerifier, streams: OpenStreams, redis: Re
 function buildDoor(
   config: Config,
   app: FastifyInstance,
-  parts: { pipeline: RequestPipeline; streams: OpenStreams; metrics: Metrics; redis: RedisTier | undefined; ownEndpoints: OwnEndpoints },
+  parts: {
+    pipeline: RequestPipeline;
+    streams: OpenStreams;
+    metrics: Metrics;
+    redis: RedisTier | undefined;
+    ownEndpoints: OwnEndpoints;
+    /** Resolves once the further servers' requests have ended: the upstream stays open until then. */
+    drained: () => Promise<void>;
+  },
 ): RequestDoor {
   const { env } = config;
   const { pipeline, streams, metrics, redis } = parts;
@@ -272,7 +278,10 @@ function buildDoor(
     upstream.endTunnels();
     done();
   });
-  app.addHook('onClose', () => upstream.close());
+  app.addHook('onClose', async () => {
+    await parts.drained();
+    await upstream.close();
+  });
   const identity = new IdentityHeaderValues();
   // MCP sessions are bound to their key, shared through Redis when set.
   const bindings: SessionBindings =

@@ -18,7 +18,7 @@ export interface RequestDoorDeps {
   ownEndpoints: Pick<OwnEndpoints, 'serves'>;
   /** Fastify's request handler (`app.routing`): the gateway's own endpoints, and every answer while it drains. */
   fastify: (request: IncomingMessage, response: ServerResponse) => void;
-  pipeline: Pick<RequestPipeline, 'authorize'>;
+  pipeline: Pick<RequestPipeline, 'authorize' | 'observe'>;
   forwarder: Pick<Forwarder, 'forward'>;
   /** The MCP paths' handler: every request on them is decided and relayed there. */
   mcp: Pick<McpHandler, 'serves' | 'serve' | 'upgradeRefusal'>;
@@ -83,6 +83,8 @@ export class RequestDoor {
       path = parseRequestTarget(request.url!).path;
       assertSingleHeaders(request.rawHeaders);
     } catch (error) {
+      // A target or headers read two ways: refused before any route is known, counted with the decisions.
+      pipeline.observe(request, undefined, { allowed: false, code: (error as GatewayError).code }, performance.now());
       this.#answer(response, requestId, error);
       return;
     }

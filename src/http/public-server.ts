@@ -44,6 +44,7 @@ export class PublicServers {
   readonly #observe: { dropped(): void };
   readonly #servers: Server[] = [];
   #door: Door | undefined;
+  #furtherDrained: Promise<void> = Promise.resolve();
   #fastify: RequestListener | undefined;
 
   constructor(limits: ConnectionLimits, observe: { dropped(): void }) {
@@ -87,9 +88,23 @@ export class PublicServers {
     return counts.reduce((sum, count) => sum + count, 0);
   }
 
-  /** Stops the further servers accepting (fastify closes its own). */
-  closeFurther(): void {
-    for (const server of this.#servers.slice(1)) if (server.listening) server.close();
+  /**
+   * Stops the further servers accepting, as fastify stops its own at close, idle connections
+   * closed; `furtherDrained` resolves once their last connection has ended.
+   */
+  stopFurther(): void {
+    const closing = this.#servers.slice(1).filter((server) => server.listening).map(
+      (server) =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        }),
+    );
+    this.#furtherDrained = Promise.all(closing).then(() => {});
+  }
+
+  furtherDrained(): Promise<void> {
+    return this.#furtherDrained;
   }
 
   closeAllConnections(): void {

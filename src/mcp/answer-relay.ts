@@ -142,7 +142,7 @@ export class AnswerRelay {
     writeAnswerHead(response, statusCode, headers, requestId);
     response.removeHeader('content-length');
     const allowed = grants.allowedTools(exchange.principal, licence);
-    streamEvents(exchange, answer, { allowed, binding: sessions.streamBinding(exchange), log });
+    streamEvents(exchange, answer, { allowed, bind: () => sessions.streamBinding(exchange), log });
   }
 
   /** Any other answer, read whole: the session booked (only when it changes: no promise otherwise), then checked and sent. */

@@ -9,8 +9,8 @@ import { createSseFilter } from './sse-filter.ts';
 export interface EventStreamRelay {
   /** The tools the key may call. */
   readonly allowed: ReadonlySet<string>;
-  /** The stream's session, kept bound while it is open (and, on the legacy transport, bound by its endpoint event). */
-  readonly binding: StreamBinding;
+  /** The stream's session, kept bound while it is open (and, on the legacy transport, bound by its endpoint event); made once the stream is piped, so nothing is left running if it never is. */
+  readonly bind: () => StreamBinding;
   readonly log: FastifyBaseLogger;
 }
 
@@ -18,7 +18,7 @@ export interface EventStreamRelay {
  * Pipes an upstream event stream, whose head the client already has, through the SSE filter
  * to the client: every event checked as it comes, tools lists filtered to the key's tools.
  */
-export function streamEvents(exchange: Exchange, answer: UpstreamResponse, { allowed, binding, log }: EventStreamRelay): void {
+export function streamEvents(exchange: Exchange, answer: UpstreamResponse, { allowed, bind, log }: EventStreamRelay): void {
   let dropped = 0;
   const filter = createSseFilter({
     allowed,
@@ -29,10 +29,12 @@ export function streamEvents(exchange: Exchange, answer: UpstreamResponse, { all
     onDropped: (reason) => {
       if (dropped++ === 0) log.warn({ reqId: exchange.requestId, reason }, 'An event of the upstream was not passed on');
     },
+    // Called only once events flow, after `binding` below is made.
     ...(exchange.transport === 'sse' ? { onEndpoint: (data: string) => binding.bindEndpoint(data) } : {}),
   });
   // The client sees the headers at once, before the first event.
   exchange.response.flushHeaders();
+  const binding = bind();
   pipe(answer.body, filter, exchange.response, () => {
     if (dropped > 1) log.warn({ reqId: exchange.requestId, dropped }, 'Events of the upstream were not passed on');
     binding.end();

@@ -47,7 +47,7 @@ export class ExchangeReplies {
 
   /** The final decision on the request: told exactly once per exchange. */
   observe(exchange: Exchange, allowed: boolean, code: ObservedDecision['code']): void {
-    this.#pipeline.observe(exchange.request, exchange.route.name, { allowed, code }, exchange.started);
+    this.#pipeline.observe(exchange.request, exchange.route.name, { allowed, code }, exchange.started, 'api_key');
   }
 
   /**

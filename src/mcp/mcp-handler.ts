@@ -121,7 +121,7 @@ function serve({ pipeline, log, replies, read }: McpDoor, arrival: Arrival, path
   // Refused before the key is known to be one that may use MCP at all: problem+json, as on every path.
   const refuseCredential = (error: unknown) => {
     pipeline.observe(request, routeName, { allowed: false, code: error instanceof GatewayError ? error.code : 'internal_error' }, started);
-    if (!response.destroyed) sendError(response, error, requestId, log);
+    sendError(response, error, requestId, log);
   };
   const admit = (verdict: Verdict) => {
     if (!verdict.allow) {

@@ -109,9 +109,17 @@ export class RequestPipeline {
     return verdict.allow ? (verdict.principal as AdminPrincipal) : verdict;
   }
 
-  /** Tells `observe` how a decision ended, once: the credential kind presented, and the route-table name. */
-  observe(request: IncomingMessage, route: string | undefined, outcome: { allowed: boolean; code: ErrorCode | undefined }, started: number): void {
-    const credential = credentialKindOf(extractBearer(request.headers.authorization));
+  /**
+   * Tells `observe` how a decision ended, once: the route-table name, and the kind of credential
+   * (`credential`, when the caller knows it; else read from the request's shape).
+   */
+  observe(
+    request: IncomingMessage,
+    route: string | undefined,
+    outcome: { allowed: boolean; code: ErrorCode | undefined },
+    started: number,
+    credential: ObservedDecision['credential'] = credentialKindOf(extractBearer(request.headers.authorization)),
+  ): void {
     this.#deps.observe?.({ ...outcome, credential, route, seconds: (performance.now() - started) / 1000 });
   }
 

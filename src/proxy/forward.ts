@@ -45,6 +45,12 @@ export class Forwarder {
    */
   forward(request: IncomingMessage, response: ServerResponse, requestId: string, authorized: Authorized, fail: Refuse, head?: Buffer, authorizedSince?: number): void {
     const { route, principal } = authorized;
+    // MCP routes have literal paths, all served by the MCP handler, so none can match here; if the
+    // tables ever let one, its messages would go uninspected: fail loudly instead.
+    if (route.mcp !== undefined) {
+      fail(new GatewayError('internal_error', 'An MCP route reached the generic forwarder'));
+      return;
+    }
     const stream = head !== undefined || isEventStreamRequest(request);
     if (stream && !this.#bookStream(request, response, authorized, fail, head, authorizedSince)) return;
     const headers = this.#headers(request.headers, forwardContextOf(request, this.#identity.of(principal), requestId));

@@ -289,7 +289,7 @@ export class KeyVerifier {
     }
 
     const prefix = keyPrefixOf(rawKey);
-    await this.#guard.passThrottle(prefix, claimant, this.#provenPrefixes.has(prefix));
+    await this.#guard.passThrottle(prefix, claimant, () => this.#provenPrefixes.has(prefix));
     // From the in-flight check to the increment without an await: concurrent guesses cannot all pass.
     this.#guard.refuseIfInFlight(prefix);
     if (this.#provenPrefixes.has(prefix)) {

@@ -40,13 +40,14 @@ export class PrefixGuard {
 
   /**
    * A throttled prefix still lets one key through per probe interval, unless its key is proven
-   * here (`proven`): then every other key of the prefix is wrong and the real one is served from
+   * here (`proven`, asked once the limiter has answered: the real key may prove its prefix
+   * meanwhile): then every other key of the prefix is wrong and the real one is served from
    * memory, so a guess must not spend the interval's one verify that another replica's real key may need.
    */
-  async passThrottle(prefix: string, claimant: string, proven: boolean): Promise<void> {
+  async passThrottle(prefix: string, claimant: string, proven: () => boolean): Promise<void> {
     const blockedFor = await this.#blockedFor(prefix);
     if (blockedFor === 0) return;
-    if (proven) throw this.#throttled('Too many failed attempts for this key prefix', blockedFor);
+    if (proven()) throw this.#throttled('Too many failed attempts for this key prefix', blockedFor);
     if (!(await this.#settings.probe.tryPass(prefix, claimant))) throw this.#throttled('Too many failed attempts for this key prefix', 1);
     this.#settings.counts.probes++;
   }

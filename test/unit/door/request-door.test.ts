@@ -59,6 +59,12 @@ function later<T>(settle: (resolve: (value: T) => void, reject: (error: unknown)
 class StubPipeline {
   readonly calls: Array<{ authorization: string | undefined; path: string }> = [];
   readonly held: Array<{ request: IncomingMessage; settle: (verdict: Verdict) => void; fail: (error: unknown) => void }> = [];
+  /** The refusals the door counted itself (a target or headers read two ways). */
+  readonly observed: Array<{ code: string | undefined }> = [];
+
+  observe(_request: IncomingMessage, _route: string | undefined, outcome: { allowed: boolean; code: string | undefined }): void {
+    this.observed.push({ code: outcome.code });
+  }
 
   authorize(request: IncomingMessage, path: string): Verdict | Promise<Verdict> {
     const authorization = request.headers.authorization;
@@ -757,6 +763,8 @@ describe('RequestDoor (real upstream and forwarder; stub pipeline, MCP handler, 
       const response = typeof outgoing === 'string' ? await rawRequest(port, outgoing.replace('\r\n\r\n', '\r\nX-Request-Id: trace-400\r\n\r\n')) : await send(port, { ...outgoing, headers: { ...outgoing.headers, 'x-request-id': 'trace-400' } });
       expectProblem(response, 400, code, 'trace-400');
       expect(pipeline.calls).toEqual([]);
+      // Counted with the decisions, once, though no route was matched.
+      expect(pipeline.observed).toEqual([{ code }]);
       expect(fastifyGot).toEqual([]);
       expect(mcpGot).toEqual([]);
       expect(forwardedIds).toEqual([]);
