@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-/** PostgreSQL, Redis and the PGlite template (test/support/global-setup.ts): only the tiers that use them pay for them. */
+/** PostgreSQL and Redis (test/support/global-setup.ts): only the tiers that use them pay for them. */
 const SERVICES = ['test/support/global-setup.ts'];
 
 export default defineConfig({

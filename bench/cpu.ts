@@ -61,9 +61,9 @@ export function processCpuMs(pid: number): number | undefined {
 
 /**
  * Waits until `pid` has used less than `share` of one core for half a second (at most
- * `timeoutMs`; where there is no /proc, returns at once). A freshly started gateway keeps a
- * core busy for seconds after it answers: V8 compiles PGlite's WASM into optimised code on
- * background threads. Measured then, that compilation would pass for the gateway's latency.
+ * `timeoutMs`; where there is no /proc, returns at once). A freshly started gateway may keep a
+ * core busy after it answers: V8 optimises code on background threads (on PGlite, compiling its
+ * WASM took seconds). Measured then, that work would pass for the gateway's latency.
  */
 export async function quiescent(pid: number, share = 0.1, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

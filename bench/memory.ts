@@ -25,8 +25,8 @@ export async function warmKeys(gateway: GatewayHandle, keys: readonly string[], 
 
 /**
  * Waits until the process's RSS has stayed within 5% for 2 s (at most 20 s). Right after start
- * V8 compiles PGlite's WASM into optimised code, which takes RSS up by ~500 MB for a few
- * seconds and then gives it back: an idle figure taken then measures the compiler.
+ * V8 may still be compiling (on PGlite, its WASM took RSS up by ~500 MB for a few seconds and
+ * then gave it back): an idle figure taken then measures the compiler.
  */
 async function settled(gateway: GatewayHandle): Promise<void> {
   const deadline = Date.now() + 20_000;

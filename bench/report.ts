@@ -40,8 +40,18 @@ export interface RssFigure {
   verifiesOnRepeat: number;
 }
 
+/** Starts of the gateway on a fresh embedded store: to `/readyz` 200, and the peak RSS by then. */
+export interface StartupFigure {
+  runs: number;
+  readyMsMedian: number;
+  readyMsMax: number;
+  peakMbMedian: number;
+  peakMbMax: number;
+}
+
 /** Figures measured outside the load rows. */
 export interface Extras {
+  startup?: StartupFigure;
   argon2?: { params: string; verifyMsMedian: number; verifyMsP90: number };
   storm?: { keys: number; requestsPerKey: number; verifies: number; perKey: number; statuses: Record<string, number> };
   cold?: { keys: number; verifies: number; perKey: number; verifiesPerSecond: number; p50: number; p99: number; statuses: Record<string, number> };
@@ -59,7 +69,7 @@ export interface Extras {
     attackStatuses: Record<string, number>;
     argon2DuringAttack: number;
   };
-  /** By store: `embedded` (PGlite in the gateway process, the default) and `postgres`. */
+  /** By store: `embedded` (SQLite in the gateway process, the default) and `postgres`. */
   rss?: { embedded?: RssFigure; postgres?: RssFigure };
   stale?: { replicas: number; accepted: number; attempts: number; note?: string };
   skipped?: Record<string, string>;
@@ -176,6 +186,24 @@ export const TARGETS: readonly TargetSpec[] = [
         ? { missing: extras.skipped?.['stale'] ?? 'not run' }
         : { value: extras.stale.accepted, shown: `${extras.stale.accepted} of ${extras.stale.attempts} requests sent after the 204` },
     ok: (v) => v === 0,
+  },
+  {
+    figure: 'start-up to /readyz, embedded store (median of 5)',
+    target: '< 1 s',
+    measure: (_rows, extras) =>
+      extras.startup === undefined
+        ? { missing: extras.skipped?.['startup'] ?? 'not run' }
+        : { value: extras.startup.readyMsMedian, shown: `${fixed(extras.startup.readyMsMedian, 0)} ms (worst ${fixed(extras.startup.readyMsMax, 0)} ms)` },
+    ok: (v) => v < 1000,
+  },
+  {
+    figure: 'peak RSS at start (VmHWM), embedded store',
+    target: '< 200 MB',
+    measure: (_rows, extras) =>
+      extras.startup === undefined
+        ? { missing: extras.skipped?.['startup'] ?? 'not run' }
+        : { value: extras.startup.peakMbMax, shown: `${fixed(extras.startup.peakMbMax, 0)} MB at most (median ${fixed(extras.startup.peakMbMedian, 0)} MB)` },
+    ok: (v) => v < 200,
   },
   ...(['embedded', 'postgres'] as const).map(
     (store): TargetSpec => ({

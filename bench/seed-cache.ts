@@ -25,9 +25,10 @@ function fingerprint(groups: readonly SeedGroup[]): string {
 }
 
 /**
- * A store holding the groups' keys, as a fresh copy in `dataDir`. Seeding 10,000 keys takes
- * PGlite ~10 s (100,000: minutes), so the pristine store is kept under the system temp dir,
- * keyed by the spec and the code that shapes it, and copied for each run.
+ * A store holding the groups' keys, as a fresh copy in `dataDir` (the embedded store's file).
+ * Seeding costs an argon2id hash and a synced commit per key, so the pristine store is kept
+ * under the system temp dir, keyed by the spec and the code that shapes it, and copied for
+ * each run.
  */
 export async function seededStore(groups: readonly SeedGroup[], dataDir: string, fresh: boolean, log: (line: string) => void): Promise<SeedResult> {
   const cacheDir = join(tmpdir(), 'gatehouse-bench-seed', fingerprint(groups));

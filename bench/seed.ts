@@ -15,6 +15,9 @@ import { Argon2Hasher } from '../src/crypto/argon2.ts';
 import { KeyService } from '../src/keys/key-service.ts';
 import { openStore } from '../src/store/open.ts';
 
+/** Who the audit trail says created the benchmark's keys. */
+const SEEDER = { kind: 'cli', id: 'bench', address: null } as const;
+
 export interface SeedGroup {
   name: string;
   count: number;
@@ -49,7 +52,7 @@ async function seed(spec: SeedSpec): Promise<SeedResult> {
       let next = 0;
       const worker = async () => {
         for (let index = next++; index < group.count; index = next++) {
-          const { key } = await keys.createKey({ name: `bench ${group.name} ${index}`, agentId: group.agentId, scopes: group.scopes, expiresAt: null });
+          const { key } = await keys.createKey({ name: `bench ${group.name} ${index}`, agentId: group.agentId, scopes: group.scopes, expiresAt: null }, SEEDER);
           created[index] = key;
         }
       };

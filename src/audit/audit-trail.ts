@@ -26,10 +26,11 @@ export interface AuditEntry {
 }
 
 /**
- * The gateway's audit trail: entries are written to the store one after another, in the
- * order they happened, off the request path (a slow store does not slow a login down).
- * `list` first waits for what this replica has not written yet, so an admin reads their own
- * actions at once.
+ * The login events of the audit trail: written to the store one after another, in the order
+ * they happened, off the request path (a slow store does not slow a login down), and flushed on
+ * shutdown. A change to keys or admins is not recorded here: its event is written in the
+ * change's own transaction, before the answer leaves (`AuditOf` in store/store.ts). `list` first
+ * waits for what this replica has not written yet, so an admin reads their own actions at once.
  */
 export class AuditTrail {
   readonly #store: Store;

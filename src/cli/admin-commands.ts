@@ -39,9 +39,9 @@ export const adminAdd: Command = {
     checkEmail(email);
     const password = await newPassword(io);
     return withStore(io.env, async (context) => {
-      const { admin, created } = await context.store.createAdmin(email, await context.hasher.hash(password));
+      const hash = await context.hasher.hash(password);
+      const { admin, created } = await context.store.createAdmin(email, hash, context.auditOf('admin_created'));
       if (!created) throw new RefusedError('admin_exists', `an admin ${admin.email} exists already; use 'gatehouse admin reset-password'`);
-      await context.audit({ action: 'admin_created', subjectId: String(admin.id) });
       if (args.values.json) printJson(io, adminRecord(admin));
       else io.stdout.write(`created admin ${admin.id} ${admin.email}\n`);
       return EXIT_OK;
@@ -65,8 +65,7 @@ export const adminResetPassword: Command = {
       const admin = await context.store.findAdminByEmail(email);
       if (!admin) throw new RefusedError('not_found', `no admin ${email}`);
       const password = await newPassword(io);
-      await context.store.setAdminPassword(admin.id, await context.hasher.hash(password));
-      await context.audit({ action: 'admin_password_reset', subjectId: String(admin.id) });
+      await context.store.setAdminPassword(admin.id, await context.hasher.hash(password), context.auditOf('admin_password_reset'));
       if (args.values.json) printJson(io, adminRecord(admin));
       else io.stdout.write(`password of admin ${admin.id} ${admin.email} changed\n`);
       return EXIT_OK;

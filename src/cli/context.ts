@@ -1,8 +1,9 @@
 import { userInfo } from 'node:os';
-import type { AuditEntry } from '../audit/audit-trail.ts';
+import type { AuditAction } from '../audit/audit-trail.ts';
 import { ConfigError, loadConfig, type Config } from '../config/load.ts';
 import { Argon2Hasher } from '../crypto/argon2.ts';
-import type { Store } from '../store/store.ts';
+import type { Actor } from '../keys/key-service.ts';
+import type { AuditOf, Store } from '../store/store.ts';
 
 /** What a command that works on the store gets: the gateway's own config, store and hasher. */
 export interface StoreContext {
@@ -10,8 +11,13 @@ export interface StoreContext {
   store: Store;
   hasher: Argon2Hasher;
   now: () => Date;
-  /** Appends to the audit trail as the gateway does, with `actor_kind: cli` and the OS user. */
-  audit(entry: Omit<AuditEntry, 'actorKind' | 'actorId' | 'clientAddress'>): Promise<void>;
+  /** The operator, for audit events: `actor_kind: cli` and the OS user. */
+  actor: Actor;
+  /**
+   * The event of a change this command makes, about the changed row, for the store to write in
+   * the change's own transaction: a change is never kept without its event (issue 22, item 4).
+   */
+  auditOf<T extends { id: number }>(action: AuditAction): AuditOf<T>;
 }
 
 /**
@@ -27,23 +33,29 @@ export async function withStore<T>(
   const { env: settings } = config;
   let store: Store;
   try {
-    // Loaded here, not at the top: `--help` and usage errors need neither PGlite nor pg.
+    // Loaded here, not at the top: `--help` and usage errors need neither node:sqlite nor pg.
     const { openStore } = await import('../store/open.ts');
     store = await openStore({ databaseUrl: settings.DATABASE_URL, dataDir: settings.DATA_DIR, poolSize: 2 });
   } catch (error) {
     throw new ConfigError(`${settings.DATABASE_URL ? 'DATABASE_URL' : 'DATA_DIR'}: cannot open the store: ${(error as Error).message}`);
   }
   const hasher = hasherFor(config);
-  const actorId = operatingSystemUser();
+  const actor: Actor = { kind: 'cli', id: operatingSystemUser(), address: null };
   try {
     return await fn({
       config,
       store,
       hasher,
       now: () => new Date(),
-      audit: async (entry) => {
-        await store.appendAuditEvent({ ...entry, detail: entry.detail ?? {}, actorKind: 'cli', actorId, clientAddress: null });
-      },
+      actor,
+      auditOf: (action) => (row) => ({
+        action,
+        actorKind: actor.kind,
+        actorId: actor.id,
+        subjectId: String(row.id),
+        clientAddress: actor.address,
+        detail: {},
+      }),
     });
   } finally {
     await store.close();

@@ -63,8 +63,7 @@ export const keysCreate: Command = {
     const config = loadConfig(io.env);
     const input = parseCreateKeyRequest(createKeyBodySchema(config.knownScopes), body, new Date());
     return withStore(io.env, async (context) => {
-      const { row, key } = await keyServiceOf(context).createKey(input);
-      await context.audit({ action: 'key_created', subjectId: String(row.id) });
+      const { row, key } = await keyServiceOf(context).createKey(input, context.actor);
       const record = toRecord(row, context.now());
       if (args.values.json) {
         printJson(io, { ...record, key });
@@ -122,8 +121,7 @@ export const keysRevoke: Command = {
     if (!CANONICAL_ID.test(id) || !Number.isSafeInteger(Number(id))) throw new UsageError(`the key id must be a positive integer, got '${id}'`);
     return withStore(io.env, (context) =>
       withRevocations(io, context, async (revocations) => {
-        const row = await keyServiceOf(context, revocations.listener).revokeKey(Number(id));
-        await context.audit({ action: 'key_revoked', subjectId: id });
+        const row = await keyServiceOf(context, revocations.listener).revokeKey(Number(id), context.actor);
         const record = toRecord(row, context.now());
         if (args.values.json) printJson(io, record);
         else io.stdout.write(`revoked API key ${describe(record)}\n`);

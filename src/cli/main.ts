@@ -17,6 +17,7 @@ import { configCheck } from './config-command.ts';
 import { hashPassword } from './hash-password-command.ts';
 import { keysCreate, keysList, keysRevoke } from './key-commands.ts';
 import { serveCommand } from './serve-command.ts';
+import { storeCopy } from './store-commands.ts';
 
 export const COMMANDS: readonly Command[] = [
   serveCommand,
@@ -26,6 +27,7 @@ export const COMMANDS: readonly Command[] = [
   keysCreate,
   keysList,
   keysRevoke,
+  storeCopy,
   configCheck,
   hashPassword,
 ];
@@ -33,6 +35,7 @@ export const COMMANDS: readonly Command[] = [
 const GROUPS: Record<string, string> = {
   admin: 'Admin accounts in the configured store.',
   keys: 'API keys in the configured store: the HTTP API\'s rules, for automation and break-glass.',
+  store: 'The configured store as a whole.',
   config: 'The configuration.',
 };
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
 import { createKeyBodySchema, parseCreateKeyRequest } from '../keys/create-request.ts';
-import type { KeyService } from '../keys/key-service.ts';
+import type { Actor, KeyService } from '../keys/key-service.ts';
 import { toRecord } from '../keys/record.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
 import { requireAdmin } from './admin-guard.ts';
@@ -13,6 +13,7 @@ const CANONICAL_ID = /^[1-9][0-9]{0,15}$/;
 /** Integers that can name no key: answered 404 like any unknown id, not 400. */
 const NON_POSITIVE_ID = /^(0|-[1-9][0-9]{0,15})$/;
 
+/** Told once a change and its audit event are stored: for the log line. */
 export interface KeyEvents {
   keyCreated(admin: AdminPrincipal, keyId: number, clientAddress: string): void;
   keyRevoked(admin: AdminPrincipal, keyId: number, clientAddress: string): void;
@@ -36,10 +37,11 @@ export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps
     admins.set(request, await requireAdmin(request, guard));
   };
   const adminOf = (request: FastifyRequest) => admins.get(request)!;
+  const actorOf = (request: FastifyRequest): Actor => ({ kind: 'admin', id: String(adminOf(request).adminId), address: request.ip });
 
   app.post(API_KEYS_PATH, { onRequest: authenticate }, async (request, reply) => {
     const input = parseCreateKeyRequest(createSchema, request.body, now());
-    const { row, key } = await keys.createKey(input);
+    const { row, key } = await keys.createKey(input, actorOf(request));
     events.keyCreated(adminOf(request), row.id, request.ip);
     return reply
       .code(201)
@@ -63,7 +65,7 @@ export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps
         errors: [{ field: 'id', message: 'must be a positive integer' }],
       });
     }
-    await keys.revokeKey(Number(id));
+    await keys.revokeKey(Number(id), actorOf(request));
     events.keyRevoked(adminOf(request), Number(id), request.ip);
     return reply.code(204).send();
   });

@@ -26,7 +26,9 @@ export interface EndpointDeps {
 /**
  * The gateway's own endpoints, served by fastify: admin login, API-key management, the audit
  * trail, the OpenAPI document and `/docs`. None of them forwards; each admin-only one is guarded
- * by the same pipeline as forwarded requests. Their events go to the log, the metrics and the audit trail.
+ * by the same pipeline as forwarded requests. Their events go to the log, the metrics and the audit trail:
+ * a key's change is stored with its event by the key service, before the answer; logins are
+ * recorded behind the request and flushed on close (issue 22, item 4).
  */
 export async function registerEndpoints(app: FastifyInstance, deps: EndpointDeps): Promise<void> {
   const { config, metrics, now } = deps;
@@ -58,11 +60,9 @@ export async function registerEndpoints(app: FastifyInstance, deps: EndpointDeps
     events: {
       keyCreated: (admin, keyId, address) => {
         app.log.info({ event: 'key_created', adminId: admin.adminId, keyId, address }, 'API key created');
-        audit.record({ action: 'key_created', actorKind: 'admin', actorId: String(admin.adminId), subjectId: String(keyId), clientAddress: address });
       },
       keyRevoked: (admin, keyId, address) => {
         app.log.info({ event: 'key_revoked', adminId: admin.adminId, keyId, address }, 'API key revoked');
-        audit.record({ action: 'key_revoked', actorKind: 'admin', actorId: String(admin.adminId), subjectId: String(keyId), clientAddress: address });
       },
     },
   });

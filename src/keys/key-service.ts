@@ -1,12 +1,21 @@
+import type { ActorKind, AuditAction } from '../audit/audit-trail.ts';
 import type { Argon2Hasher } from '../crypto/argon2.ts';
 import { generateKey, keyPrefixOf } from '../credentials/key-format.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
-import type { ApiKeyRow, Store } from '../store/store.ts';
+import type { ApiKeyRow, AuditOf, Store } from '../store/store.ts';
 import type { CreateKeyRequest } from './create-request.ts';
 
 /** Told of every change to a key's state, so caches on every replica drop it before the change is acknowledged. */
 export interface KeyStateListener {
   keyChanged(keyId: number): Promise<void>;
+}
+
+/** Who changes a key, for its audit event: an admin over HTTP (from `address`) or an operator's `gatehouse` command. */
+export interface Actor {
+  kind: ActorKind;
+  /** The admin id, or the operating-system user for `cli`. */
+  id: string;
+  address: string | null;
 }
 
 const PREFIX_ATTEMPTS = 5;
@@ -33,14 +42,17 @@ export class KeyService {
     this.#now = deps.now;
   }
 
-  async createKey(request: CreateKeyRequest): Promise<{ row: ApiKeyRow; key: string }> {
+  /** The key and its `key_created` event are stored together before this resolves (issue 22, item 4). */
+  async createKey(request: CreateKeyRequest, actor: Actor): Promise<{ row: ApiKeyRow; key: string }> {
     // 8 random base62 characters in the prefix: a clash is rare, and answered by drawing again.
     for (let attempt = 0; attempt < PREFIX_ATTEMPTS; attempt++) {
       const key = generateKey();
+      const now = this.#now();
       const result = await this.#store.createApiKey(
         { ...request, keyPrefix: keyPrefixOf(key), keyHash: await this.#hasher.hash(key) },
         this.#licenceLimit,
-        this.#now(),
+        now,
+        eventOf('key_created', actor, now),
       );
       if (result.ok) return { row: result.key, key };
       if (result.reason === 'license_limit') {
@@ -57,11 +69,19 @@ export class KeyService {
     return this.#store.listApiKeys();
   }
 
-  /** Idempotent; resolves once every replica has dropped the key. Unknown id: 404. */
-  async revokeKey(id: number): Promise<ApiKeyRow> {
-    const row = await this.#store.revokeApiKey(id, this.#now());
+  /**
+   * Idempotent; resolves once every replica has dropped the key. Unknown id: 404. Every call
+   * that finds the key stores a `key_revoked` event with the revocation, before the replicas are told.
+   */
+  async revokeKey(id: number, actor: Actor): Promise<ApiKeyRow> {
+    const now = this.#now();
+    const row = await this.#store.revokeApiKey(id, now, eventOf('key_revoked', actor, now));
     if (!row) throw new GatewayError('not_found', `No API key with id ${id}`);
     await this.#listener.keyChanged(id);
     return row;
   }
+}
+
+function eventOf(action: AuditAction, actor: Actor, at: Date): AuditOf<ApiKeyRow> {
+  return (row) => ({ action, actorKind: actor.kind, actorId: actor.id, subjectId: String(row.id), clientAddress: actor.address, detail: {}, at });
 }

@@ -4,17 +4,18 @@ import type { Store } from '../store/store.ts';
 /** `last_used_at` must show within 5 s of a use (docs/api-keys.md); one write a second leaves room for a slow one. */
 export const DEFAULT_USAGE_FLUSH_INTERVAL_MS = 1_000;
 /**
- * The embedded store writes on the event loop's own thread, 13–15 µs a key in PGlite's WASM
- * (measured with api_keys' fillfactor of 70; 30 µs and a table growing without end before it),
- * and stalls every request meanwhile: writing a third as often cuts those stalls to a third
- * and still shows a use within 5 s (3 s, plus the write, with room for a slow one).
+ * The embedded store writes on the event loop's own thread and stalls every request meanwhile:
+ * 13–15 µs a key on PGlite when this was set, 1–3 µs on SQLite (docs/adr/0021-embedded-store-sqlite.md).
+ * Writing a third as often cuts those stalls to a third and still shows a use within 5 s (3 s,
+ * plus the write, with room for a slow one).
  */
 export const EMBEDDED_USAGE_FLUSH_INTERVAL_MS = 3_000;
 
 /**
  * Keys written per statement. The embedded store runs each statement on the event loop's own
- * thread: one UPDATE of 10,000 keys stalled every request behind it for its whole length (the
- * `events-many-keys` p99); chunks of 200 (~20 ms there) with a turn of the event loop between them do not.
+ * thread: on PGlite, one UPDATE of 10,000 keys stalled every request behind it for its whole
+ * length (the `events-many-keys` p99); chunks of 200 (~20 ms there) with a turn of the event
+ * loop between them did not.
  */
 export const USAGE_WRITE_CHUNK = 200;
 

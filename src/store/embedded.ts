@@ -1,51 +1,102 @@
-import { mkdir } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { PGlite, type Transaction } from '@electric-sql/pglite';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { lockEmbeddedStore } from './embedded-lock.ts';
-import type { SqlExecutor, SqlSession } from './sql.ts';
+import { migrateSqlite } from './sqlite/migrate.ts';
+import { SqliteStore } from './sqlite-store.ts';
+import type { Store } from './store.ts';
+
+/** The embedded store's one file in DATA_DIR (its WAL and lock sit beside it). */
+export const EMBEDDED_STORE_FILE = 'gatehouse.sqlite';
 
 /**
- * PostgreSQL's default 128 MB of shared buffers lives in PGlite's WASM memory, in this process,
- * and is filled by the first reads of a large keys table: measured, it is most of the embedded
- * store's RSS. The gateway reads a key's row once per cold use and then serves it from its own
- * cache, and PGlite's files are ordinary files the OS caches anyway, so 8 MB is plenty.
+ * FULL: every commit is synced to disk before the answer leaves, so a created key, a
+ * revocation or an admin change survives a power loss, not only a crash of the process (which
+ * NORMAL already survives in WAL mode). These commits are rare; the frequent one, the
+ * write-behind of `last_used_at`, opts out (SqliteStore.recordKeyUses).
+ * busy_timeout: only an outside tool can hold the lock (the gateway is one process with one
+ * connection), and a wait blocks this thread, so it is short: past it the call fails with 503.
  */
-const EMBEDDED_SETTINGS = ['-c', 'shared_buffers=8MB'];
+const PRAGMAS = [
+  'PRAGMA journal_mode = WAL',
+  'PRAGMA synchronous = FULL',
+  'PRAGMA foreign_keys = ON',
+  'PRAGMA busy_timeout = 1000',
+  // The WAL is reused after each checkpoint (~4 MB); one large transaction (an import) would
+  // otherwise leave it at its size until the store is closed.
+  'PRAGMA journal_size_limit = 16777216',
+];
 
-/**
- * PGlite (PostgreSQL in WASM, in process) with its files under `dir`. PGlite runs one query
- * or transaction at a time behind its own mutex, so concurrent transactions are serialised.
- * One process only: two processes must never open the same directory.
- */
-export async function openEmbedded(dir: string): Promise<SqlExecutor> {
-  const path = resolve(dir);
-  await mkdir(path, { recursive: true });
-  const release = lockEmbeddedStore(path);
-  let db: PGlite;
+export interface EmbeddedDatabase {
+  db: DatabaseSync;
+  /** Releases the lock: call it once `db` is closed. */
+  release(): void;
+}
+
+/** Opens the embedded store in `dataDir` and brings its schema up to date. */
+export async function openEmbeddedStore(dataDir: string): Promise<Store> {
+  const { db, release } = openEmbeddedDatabase(dataDir);
   try {
-    db = await PGlite.create(path, { startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS] });
+    migrateSqlite(db);
   } catch (error) {
+    db.close();
+    release();
+    throw new Error(`cannot migrate the embedded store: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  return new SqliteStore(db, release);
+}
+
+/**
+ * `dataDir/gatehouse.sqlite`, locked to this process (src/store/embedded-lock.ts), in WAL
+ * mode with the settings above. Refuses a DATA_DIR that holds a store of another format
+ * rather than starting an empty one beside it.
+ */
+export function openEmbeddedDatabase(dataDir: string): EmbeddedDatabase {
+  const dir = resolve(dataDir);
+  mkdirSync(dir, { recursive: true });
+  refuseForeignStore(dir);
+  const file = join(dir, EMBEDDED_STORE_FILE);
+  const release = lockEmbeddedStore(file);
+  let db: DatabaseSync | undefined;
+  try {
+    db = new DatabaseSync(file);
+    for (const pragma of PRAGMAS) db.exec(pragma);
+    const mode = db.prepare('PRAGMA journal_mode').get()?.journal_mode;
+    if (mode !== 'wal') throw new Error(`${file}: SQLite cannot use WAL here (journal_mode stays ${String(mode)}): put DATA_DIR on a local filesystem`);
+  } catch (error) {
+    db?.close();
     release();
     throw error;
   }
-  return {
-    kind: 'embedded',
-    ...session(db),
-    transaction: (fn) => db.transaction((tx) => fn(session(tx))),
-    close: async () => {
-      await db.close();
-      release();
-    },
-  };
+  return { db, release };
 }
 
-function session(on: PGlite | Transaction): SqlSession {
-  return {
-    async query<R>(text: string, params: readonly unknown[] = []) {
-      return (await on.query<R>(text, [...params])).rows;
-    },
-    async exec(script) {
-      await on.exec(script);
-    },
-  };
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/**
+ * An earlier build kept the embedded store in `DATA_DIR/pglite` (PGlite, PostgreSQL's files).
+ * Opening beside it would start an empty store and hide every key and admin it holds.
+ */
+function refuseForeignStore(dir: string): void {
+  const pglite = join(dir, 'pglite');
+  if (existsSync(pglite) && readdirSync(pglite).length > 0) {
+    throw new Error(
+      `${dir} holds a PGlite store from Gatehouse 8.0 (${pglite}), which this build cannot open: ` +
+        'keep running 8.0 on it, or move it away to start empty (admins and keys are then created again: CHANGELOG, "Embedded store")',
+    );
+  }
+  const file = join(dir, EMBEDDED_STORE_FILE);
+  if (!existsSync(file)) return;
+  const header = Buffer.alloc(SQLITE_HEADER.length);
+  const fd = openSync(file, 'r');
+  let read: number;
+  try {
+    read = readSync(fd, header, 0, header.length, 0);
+  } finally {
+    closeSync(fd);
+  }
+  // An empty file is a database SQLite has not written yet.
+  if (read > 0 && !header.equals(SQLITE_HEADER)) {
+    throw new Error(`${file} is not an SQLite database: move it away to start empty, or point DATA_DIR at the right directory`);
+  }
 }

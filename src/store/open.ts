@@ -1,6 +1,5 @@
-import { join } from 'node:path';
 import { migrate } from './migrate.ts';
-import { SqlStore } from './sql-store.ts';
+import { PostgresStore } from './postgres-store.ts';
 import type { Store } from './store.ts';
 
 export const DEFAULT_POOL_SIZE = 10;
@@ -13,14 +12,13 @@ export interface OpenStoreOptions {
 }
 
 /**
- * Opens PostgreSQL or the embedded store and brings its schema up to date. Each driver is
- * loaded only when chosen: PGlite's module alone holds ~7 MB of a process's memory, which a
- * gateway on PostgreSQL would carry for nothing (and `pg` likewise for an embedded one).
+ * Opens PostgreSQL or the embedded store (SQLite) and brings its schema up to date. Each
+ * driver is loaded only when chosen: `pg` is a package a gateway on the embedded store would
+ * carry for nothing, and `node:sqlite` likewise for one on PostgreSQL.
  */
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
-  const db = options.databaseUrl
-    ? await (await import('./postgres.ts')).connectPostgres(options.databaseUrl, options.poolSize ?? DEFAULT_POOL_SIZE)
-    : await (await import('./embedded.ts')).openEmbedded(join(options.dataDir, 'pglite'));
+  if (!options.databaseUrl) return (await import('./embedded.ts')).openEmbeddedStore(options.dataDir);
+  const db = await (await import('./postgres.ts')).connectPostgres(options.databaseUrl, options.poolSize ?? DEFAULT_POOL_SIZE);
   try {
     await migrate(db);
   } catch (error) {
@@ -29,5 +27,5 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
       cause: error,
     });
   }
-  return new SqlStore(db);
+  return new PostgresStore(db);
 }

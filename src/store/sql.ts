@@ -1,6 +1,7 @@
 /**
- * The little the shared store code needs from a database: PostgreSQL (pg Pool) and PGlite
- * both provide it, so schema, migrations and queries are written once.
+ * The little PostgresStore and its migrations need from PostgreSQL (a pg Pool): queries,
+ * scripts and transactions on one connection. The embedded store speaks SQLite's own SQL
+ * through `node:sqlite` (src/store/sqlite-store.ts) and does not use it.
  */
 export interface SqlSession {
   /** One statement with `$n` parameters; rows with int8 already turned into numbers. */
@@ -10,7 +11,7 @@ export interface SqlSession {
 }
 
 export interface SqlExecutor extends SqlSession {
-  readonly kind: 'postgres' | 'embedded';
+  readonly kind: 'postgres';
   /** Runs `fn` in BEGIN … COMMIT on one connection; rolls back and rethrows if it throws. */
   transaction<T>(fn: (tx: SqlSession) => Promise<T>): Promise<T>;
   close(): Promise<void>;

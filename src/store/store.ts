@@ -1,6 +1,7 @@
 /**
- * Persistence behind one interface, with two implementations sharing one schema and one
- * set of migrations: PostgreSQL (`DATABASE_URL`) and PGlite (embedded, `DATA_DIR`).
+ * Persistence behind one interface, with two implementations:
+ * PostgreSQL (`DATABASE_URL`, `postgres-store.ts`) and SQLite (embedded in `DATA_DIR`,
+ * `sqlite-store.ts`), each with its own SQL and migrations and one contract test for both.
  * The store knows nothing of HTTP; it speaks rows and plain values.
  */
 export interface ApiKeyRow {
@@ -45,6 +46,28 @@ export interface AuditEventRow {
 
 export type NewAuditEvent = Omit<AuditEventRow, 'id' | 'at'> & { at?: Date };
 
+/**
+ * The audit event of a change, made from the row the change wrote (its id is known only then):
+ * written in the same transaction as the change, so the change is never kept without its event.
+ */
+export type AuditOf<T> = (row: T) => NewAuditEvent;
+
+/** Everything a store holds, for `gatehouse store copy`: ids, hashes and timestamps as stored. */
+export interface StoreData {
+  admins: AdminRow[];
+  apiKeys: ApiKeyRow[];
+  auditEvents: AuditEventRow[];
+  settings: Array<{ name: string; value: string }>;
+}
+
+/** `importData` into a store that already holds data: nothing was written. */
+export class StoreNotEmptyError extends Error {
+  constructor(what: string) {
+    super(`the target store is not empty (it holds ${what})`);
+    this.name = 'StoreNotEmptyError';
+  }
+}
+
 export type CreateKeyResult =
   | { ok: true; key: ApiKeyRow }
   | { ok: false; reason: 'license_limit' | 'prefix_taken' };
@@ -59,9 +82,13 @@ export interface Store {
   findAdminByEmail(email: string): Promise<AdminRow | null>;
   findAdminById(id: number): Promise<AdminRow | null>;
   listAdmins(): Promise<AdminRow[]>;
-  /** Inserts unless the email exists (case-insensitively); returns the stored admin and whether it was created. */
-  createAdmin(email: string, passwordHash: string): Promise<{ admin: AdminRow; created: boolean }>;
-  setAdminPassword(id: number, passwordHash: string): Promise<void>;
+  /**
+   * Inserts unless the email exists (case-insensitively); returns the stored admin and whether it
+   * was created. `audit`: the event of a creation, written in the same transaction.
+   */
+  createAdmin(email: string, passwordHash: string, audit?: AuditOf<AdminRow>): Promise<{ admin: AdminRow; created: boolean }>;
+  /** `audit`: written in the same transaction, when the admin exists. */
+  setAdminPassword(id: number, passwordHash: string, audit?: AuditOf<AdminRow>): Promise<void>;
   /**
    * Replaces the admin's hash only while it is still `expected` (a rehash of the same password
    * with new argon2id settings must never undo a password change); true when replaced.
@@ -74,13 +101,17 @@ export interface Store {
   /**
    * Creates a key in one transaction that serialises creates, so the licence cap holds under
    * concurrency: keys neither revoked nor expired at `now` count towards `limit` (null: no cap).
+   * `audit`: the creation's event, written in the same transaction.
    */
-  createApiKey(input: NewApiKey, limit: number | null, now: Date): Promise<CreateKeyResult>;
+  createApiKey(input: NewApiKey, limit: number | null, now: Date, audit?: AuditOf<ApiKeyRow>): Promise<CreateKeyResult>;
   listApiKeys(): Promise<ApiKeyRow[]>;
   findApiKeyById(id: number): Promise<ApiKeyRow | null>;
   findApiKeyByPrefix(prefix: string): Promise<ApiKeyRow | null>;
-  /** Sets `revoked_at` once (idempotent); returns the row, or null for an unknown id. */
-  revokeApiKey(id: number, now: Date): Promise<ApiKeyRow | null>;
+  /**
+   * Sets `revoked_at` once (idempotent); returns the row, or null for an unknown id. `audit`: the
+   * revocation's event (every call that finds the key), written in the same transaction.
+   */
+  revokeApiKey(id: number, now: Date, audit?: AuditOf<ApiKeyRow>): Promise<ApiKeyRow | null>;
   /** Write-behind of `last_used_at`: one statement for the batch, never moving a timestamp backwards. */
   recordKeyUses(uses: ReadonlyMap<number, Date>): Promise<void>;
   /** Counts of keys by status at `now`. */
@@ -89,4 +120,13 @@ export interface Store {
   appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow>;
   /** Newest first; `before` is an id for paging. */
   listAuditEvents(options: { limit: number; before?: number }): Promise<AuditEventRow[]>;
+
+  /** Everything the store holds, read in one transaction. */
+  exportData(): Promise<StoreData>;
+  /**
+   * Writes `data` into this store, ids kept, in one transaction (so a failure leaves it as it
+   * was), and moves its id sequences past them. Rejects with `StoreNotEmptyError` when the store
+   * holds any admin, key, audit event or setting.
+   */
+  importData(data: StoreData): Promise<void>;
 }

@@ -52,8 +52,8 @@ describe('gatehouse CLI: usage', () => {
   });
 });
 
-// Each command opens PGlite (about a second of WASM start-up, more on a loaded machine): the
-// tests that run several take their time.
+// Each command is a Node process of its own (its start-up, more on a loaded machine): the tests
+// that run several take their time.
 describe('gatehouse CLI on the embedded store', { timeout: 120_000 }, () => {
   const env = { DATA_DIR: tempDataDir() };
   const refusals = { DATA_DIR: tempDataDir() };
@@ -166,7 +166,7 @@ describe('gatehouse CLI on the embedded store', { timeout: 120_000 }, () => {
       const overHttp = await request(`${gateway.url}/api/v1/api-keys`, { token });
       expect(overHttp.body).toEqual(before);
 
-      // PGlite is one process at a time: the CLI is refused while the gateway holds the store.
+      // The embedded store is one process at a time: the CLI is refused while the gateway holds it.
       const busy = await runCli(['keys', 'list'], env);
       expect(busy.code).toBe(REFUSED);
       expect(busy.stderr).toMatch(/DATA_DIR: cannot open the store: .*in use by process \d+/);

@@ -76,6 +76,20 @@ describe('key management over HTTP (spawned gateway, embedded store)', () => {
       (record: { id: number }) => record.id === created.id,
     );
     expect(listed).toMatchObject({ is_active: false, status: 'revoked' });
+
+    // Each change was stored with its event before its answer: no wait, no flush.
+    const trail = (await request(`${gateway.url}/api/v1/audit-events?limit=100`, { token: admin })).body;
+    const events = [...trail].reverse().filter((event: { subject_id: string; action: string }) => event.subject_id === String(created.id) && event.action.startsWith('key_'));
+    expect(events.map((event: { action: string }) => event.action)).toEqual(['key_created', 'key_revoked', 'key_revoked']);
+    for (const event of events) {
+      expect(event).toMatchObject({ actor_kind: 'admin', actor_id: expect.stringMatching(/^[1-9][0-9]*$/), client_address: '127.0.0.1', detail: {} });
+    }
+  });
+
+  it('an unknown id is refused without an audit event', async () => {
+    const before = (await request(`${gateway.url}/api/v1/audit-events?limit=1`, { token: admin })).body;
+    expect((await request(`${gateway.url}/api/v1/api-keys/999998`, { method: 'DELETE', token: admin })).status).toBe(404);
+    expect((await request(`${gateway.url}/api/v1/audit-events?limit=1`, { token: admin })).body).toEqual(before);
   });
 
   it.each([

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { emptyDataDir, freePort, runGateway, startGateway, tempDataDir } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 
-// Each test starts one or two gateways (PGlite start-up and migrations): generous on a loaded machine.
+// Each test starts one or two gateways: generous on a loaded machine.
 describe('start-up', { timeout: 120_000 }, () => {
   it.each([
     ['LICENSE_FEATURES', { LICENSE_FEATURES: 'events,teleport' }],
@@ -36,7 +36,7 @@ describe('start-up', { timeout: 120_000 }, () => {
   });
 
   it('with no admin configured, creates one and prints its password once; a restart keeps it and does not print again', async () => {
-    // Empty, not the initdb'd copy: `npm start` on a new machine runs PGlite's initdb itself.
+    // A first start on a new machine: the store is created, migrations and all.
     const dataDir = emptyDataDir();
     const first = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: '', ADMIN_PASSWORD: '' });
     const match = /email:\s+(\S+)\s+password:\s+(\S+)/.exec(first.output());

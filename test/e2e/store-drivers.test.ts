@@ -3,14 +3,14 @@ import { startGateway, type GatewayProcess } from '../support/gateway-process.ts
 import { createTestDatabase, describeWithPostgres, type TestDatabase } from '../support/services.ts';
 
 /**
- * Prints every package the process resolves to stderr, through Node's synchronous module hooks
- * (`module.registerHooks`), before the gateway's own modules load.
+ * Prints every package the process resolves, and `node:sqlite`, to stderr, through Node's
+ * synchronous module hooks (`module.registerHooks`), before the gateway's own modules load.
  */
 const REPORT_PACKAGES = `data:text/javascript,${encodeURIComponent(`
 import { registerHooks } from 'node:module';
 registerHooks({
   resolve(specifier, context, next) {
-    if (/^[@a-z]/.test(specifier) && !specifier.startsWith('node:')) process.stderr.write('resolved package: ' + specifier + '\\n');
+    if (specifier === 'node:sqlite' || (/^[@a-z]/.test(specifier) && !specifier.startsWith('node:'))) process.stderr.write('resolved package: ' + specifier + '\\n');
     return next(specifier, context);
   },
 });
@@ -21,15 +21,15 @@ function resolvedPackages(gateway: GatewayProcess): Set<string> {
 }
 
 /**
- * Only the chosen store's driver is loaded: PGlite's module alone holds ~7 MB of a process
- * (docs/performance.md, "Memory settings"), which a gateway on PostgreSQL must not carry, nor one on PGlite `pg`.
+ * Only the chosen store's driver is loaded (docs/performance.md, "Memory settings"): a gateway
+ * on PostgreSQL does not load `node:sqlite`, nor one on the embedded store `pg`.
  */
 describe('the store driver a gateway loads', { timeout: 120_000 }, () => {
-  it('is PGlite alone for the embedded store', async () => {
+  it('is node:sqlite alone for the embedded store', async () => {
     const gateway = await startGateway({}, 'src/main.ts', ['--import', REPORT_PACKAGES]);
     try {
       const packages = resolvedPackages(gateway);
-      expect(packages).toContain('@electric-sql/pglite');
+      expect(packages).toContain('node:sqlite');
       expect(packages).not.toContain('pg');
     } finally {
       await gateway.stop();
@@ -50,7 +50,7 @@ describe('the store driver a gateway loads', { timeout: 120_000 }, () => {
       try {
         const packages = resolvedPackages(gateway);
         expect(packages).toContain('pg');
-        expect(packages).not.toContain('@electric-sql/pglite');
+        expect(packages).not.toContain('node:sqlite');
         expect((await fetch(`${gateway.opsUrl}/readyz`)).status).toBe(200);
       } finally {
         await gateway.stop();

@@ -3,9 +3,10 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { EMBEDDED_STORE_FILE, openEmbeddedDatabase } from '../../src/store/embedded.ts';
 import { lockEmbeddedStore } from '../../src/store/embedded-lock.ts';
 
-const storeDir = () => join(mkdtempSync(join(tmpdir(), 'gatehouse-lock-')), 'pglite');
+const storeDir = () => join(mkdtempSync(join(tmpdir(), 'gatehouse-lock-')), EMBEDDED_STORE_FILE);
 
 describe('the embedded store lock', () => {
   it('is taken with this pid and removed on release', () => {
@@ -33,5 +34,18 @@ describe('the embedded store lock', () => {
     const release = lockEmbeddedStore(dir);
     expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.pid}\n`);
     release();
+  });
+
+  it('is taken by the embedded store on its file, and refuses a second opening while held', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'gatehouse-lock-'));
+    const lock = join(dataDir, `${EMBEDDED_STORE_FILE}.lock`);
+    writeFileSync(lock, `${process.ppid}\n`);
+    expect(() => openEmbeddedDatabase(dataDir)).toThrow(new RegExp(`${EMBEDDED_STORE_FILE} is in use by process ${process.ppid}`));
+    writeFileSync(lock, 'garbage\n');
+    const { db, release } = openEmbeddedDatabase(dataDir);
+    expect(readFileSync(lock, 'utf8')).toBe(`${process.pid}\n`);
+    db.close();
+    release();
+    expect(existsSync(lock)).toBe(false);
   });
 });

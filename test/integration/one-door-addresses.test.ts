@@ -17,6 +17,9 @@ import { connectClient, postRpc, toolCall } from '../support/mcp.ts';
  * answer as on the first. Here `localhost` is made to name 127.0.0.1 and 127.0.0.2 (both
  * loopback on Linux), so the test runs the same on every machine.
  */
+/** Who the audit trail says created the test's keys. */
+const ADMIN = { kind: 'admin', id: '1', address: null } as const;
+
 describe('the one door on every address HOST names', () => {
   let platform: Platform;
   let store: Store;
@@ -41,7 +44,7 @@ describe('the one door on every address HOST names', () => {
     await gateway.listen(0, 'localhost', async () => ['127.0.0.1', '127.0.0.2']);
     const { port } = gateway.app.server.address() as AddressInfo;
     urls = [`http://127.0.0.1:${port}`, `http://127.0.0.2:${port}`];
-    ({ key: knowledgeKey } = await gateway.keys.createKey({ name: 'addresses', agentId: null, scopes: ['mcp:knowledge', 'events:write'], expiresAt: null }));
+    ({ key: knowledgeKey } = await gateway.keys.createKey({ name: 'addresses', agentId: null, scopes: ['mcp:knowledge', 'events:write'], expiresAt: null }, ADMIN));
   });
   afterEach(() => {
     platform.reset();
@@ -101,7 +104,7 @@ describe('the one door on every address HOST names', () => {
 
   it('a store failure on a first use is decided once (one store read) and answered 503 problem+json, on either address', async () => {
     for (const url of urls) {
-      const { key } = await gateway.keys.createKey({ name: 'first use', agentId: null, scopes: ['mcp:knowledge'], expiresAt: null });
+      const { key } = await gateway.keys.createKey({ name: 'first use', agentId: null, scopes: ['mcp:knowledge'], expiresAt: null }, ADMIN);
       storeDown = true;
       prefixReads = 0;
       const response = await postRpc(`${url}/mcp`, toolCall('search_knowledge_base', { query: 'x' }), { key });

@@ -1,22 +1,39 @@
-import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openEmbedded } from '../../src/store/embedded.ts';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EMBEDDED_STORE_FILE, openEmbeddedDatabase } from '../../src/store/embedded.ts';
 import { migrate } from '../../src/store/migrate.ts';
 import { migrations } from '../../src/store/migrations/index.ts';
 import { openStore } from '../../src/store/open.ts';
 import { connectPostgres } from '../../src/store/postgres.ts';
-import type { SqlExecutor } from '../../src/store/sql.ts';
-import type { NewApiKey, Store } from '../../src/store/store.ts';
+import { migrateSqlite } from '../../src/store/sqlite/migrate.ts';
+import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
+import { StoreNotEmptyError, type AuditOf, type NewApiKey, type Store, type StoreData } from '../../src/store/store.ts';
 import { createTestDatabase, describeWithPostgres, postgresUrl } from '../support/services.ts';
 
-/** Where one test's store lives: opened, reopened and finally thrown away. */
+interface Migrations {
+  /** Versions a second run of the migrations applied. */
+  applied: number[];
+  /** What `schema_migrations` records, and what the store's own migrations list. */
+  recorded: { version: number; name: string }[];
+  expected: { version: number; name: string }[];
+}
+
+/** Where one test's store lives: opened, reopened, looked under, and finally thrown away. */
 interface Place {
   open(): Promise<Store>;
-  /** The raw executor on the same database, to look under the store. */
-  executor(): Promise<SqlExecutor>;
+  /** Bytes the api_keys table occupies (PostgreSQL) or the file and its WAL (SQLite), beside the open store. */
+  footprint(): Promise<number>;
+  /** Runs the migrations again on the closed store, under it. */
+  remigrate(): Promise<Migrations>;
   dispose(): Promise<void>;
+}
+
+const versions = (list: readonly { version: number; name: string }[]) => list.map(({ version, name }) => ({ version, name }));
+
+async function bytes(path: string): Promise<number> {
+  return (await stat(path).catch(() => ({ size: 0 }))).size;
 }
 
 const targets: { kind: Store['kind']; available: boolean; place(): Promise<Place> }[] = [
@@ -25,10 +42,21 @@ const targets: { kind: Store['kind']; available: boolean; place(): Promise<Place
     available: true,
     async place() {
       const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-store-'));
-      await cp(await embeddedTemplate(), dataDir, { recursive: true });
+      const file = join(dataDir, EMBEDDED_STORE_FILE);
       return {
         open: () => openStore({ dataDir }),
-        executor: () => openEmbedded(join(dataDir, 'pglite')),
+        footprint: async () => (await bytes(file)) + (await bytes(`${file}-wal`)),
+        async remigrate() {
+          const { db, release } = openEmbeddedDatabase(dataDir);
+          try {
+            const applied = migrateSqlite(db);
+            const recorded = db.prepare('SELECT version, name FROM schema_migrations ORDER BY version').all() as unknown as Migrations['recorded'];
+            return { applied, recorded: versions(recorded), expected: versions(sqliteMigrations) };
+          } finally {
+            db.close();
+            release();
+          }
+        },
         dispose: () => rm(dataDir, { recursive: true, force: true }),
       };
     },
@@ -38,33 +66,64 @@ const targets: { kind: Store['kind']; available: boolean; place(): Promise<Place
     available: postgresUrl() !== null,
     async place() {
       const database = await createTestDatabase();
+      const onDatabase = async <T>(fn: (db: Awaited<ReturnType<typeof connectPostgres>>) => Promise<T>) => {
+        const db = await connectPostgres(database.url, 1);
+        try {
+          return await fn(db);
+        } finally {
+          await db.close();
+        }
+      };
       return {
         open: () => openStore({ databaseUrl: database.url, dataDir: 'unused', poolSize: 10 }),
-        executor: () => connectPostgres(database.url, 2),
+        footprint: () =>
+          onDatabase(async (db) => Number((await db.query<{ size: string }>(`SELECT pg_total_relation_size('api_keys')::text AS size`))[0]!.size)),
+        remigrate: () =>
+          onDatabase(async (db) => ({
+            applied: await migrate(db),
+            recorded: await db.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version'),
+            expected: versions(migrations),
+          })),
         dispose: () => database.drop(),
       };
     },
   },
 ];
 
-// A fresh PGlite costs ~2 s of initdb; a copy of one migrated directory costs ~0.3 s. The
-// template itself is the test of migrating an empty directory.
-let template: Promise<string> | undefined;
-function embeddedTemplate(): Promise<string> {
-  template ??= (async () => {
-    const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-template-'));
-    await (await openStore({ dataDir })).close();
-    return dataDir;
-  })();
-  return template;
-}
-
-afterAll(async () => {
-  if (template) await rm(await template, { recursive: true, force: true });
-});
-
 const now = new Date('2030-01-01T00:00:00.000Z');
 const later = (seconds: number) => new Date(now.getTime() + seconds * 1000);
+
+/** An audit factory that records the row's id and one field of it, as the services' do. */
+function eventOf<T extends { id: number }>(action: string): AuditOf<T> {
+  return (row) => ({
+    action,
+    actorKind: 'admin',
+    actorId: '1',
+    subjectId: String(row.id),
+    clientAddress: '203.0.113.9',
+    detail:
+      'passwordHash' in row ? { hash: row.passwordHash } : 'revokedAt' in row && row.revokedAt instanceof Date ? { revokedAt: row.revokedAt.toISOString() } : {},
+  });
+}
+
+function plainEvent(action: string) {
+  return { action, actorKind: null, actorId: null, subjectId: null, clientAddress: null, detail: {} };
+}
+
+/** Admins, keys in every state, audit events and settings; returns the store's export. */
+async function populate(store: Store): Promise<StoreData> {
+  const { admin } = await store.createAdmin('ops@example.com', 'hash-1', eventOf('admin.created'));
+  await store.createAdmin('second@example.com', 'hash-2');
+  const live = await store.createApiKey(newKey('gh_export_a0', { agentId: 7, scopes: ['mcp:calls', 'events:write'], expiresAt: later(3600) }), null, now, eventOf('api_key.created'));
+  const revoked = await createKey(store, 'gh_export_b0');
+  await createKey(store, 'gh_export_c0', { expiresAt: later(-60) });
+  await store.revokeApiKey(revoked.id, later(5), eventOf('api_key.revoked'));
+  if (live.ok) await store.recordKeyUses(new Map([[live.key.id, later(7)]]));
+  await store.appendAuditEvent({ ...plainEvent('admin.login'), actorKind: 'admin', actorId: String(admin.id), detail: { nested: { list: [1, 'two', null] } }, at: later(8) });
+  await store.getOrCreateSetting('jwt_secret', 'secret-1');
+  await store.getOrCreateSetting('other', 'value-2');
+  return store.exportData();
+}
 
 function newKey(prefix: string, overrides: Partial<NewApiKey> = {}): NewApiKey {
   return { name: `key ${prefix}`, agentId: null, keyPrefix: prefix, keyHash: `hash-${prefix}`, scopes: ['events:write'], expiresAt: null, ...overrides };
@@ -192,36 +251,27 @@ for (const target of targets) {
         expect(byId).toEqual(new Map([[a.id, later(10)], [b.id, later(30)], [c.id, null]]));
       });
 
-      it('rewrites last_used_at in place: rounds of usage writes do not grow the table', async () => {
-        // The write-behind rewrites every used key's row every few seconds; PGlite has no
-        // autovacuum, so a table whose updates leave their pages grows without end (fillfactor).
+      it('rewrites last_used_at in place: rounds of usage writes for 2,000 keys stop growing the store', async () => {
+        // The write-behind rewrites every used key's row every few seconds, without end. On
+        // PostgreSQL a table whose updates leave their pages grows (fillfactor, ADR 0006); on
+        // SQLite the rows are rewritten in place, and the WAL is reused after each checkpoint.
         const keys: Awaited<ReturnType<typeof createKey>>[] = [];
-        for (let i = 0; i < 500; i++) keys.push(await createKey(store, `gh_fill${String(i).padStart(5, '0')}`));
-        const writeRounds = async (from: number, count: number) => {
-          for (let round = from; round < from + count; round++) {
+        for (let i = 0; i < 2_000; i++) keys.push(await createKey(store, `gh_fill${String(i).padStart(5, '0')}`));
+        let round = 0;
+        /** The largest footprint seen after each of `count` rounds. */
+        const peakOver = async (count: number) => {
+          let peak = 0;
+          for (const end = round + count; round < end; round++) {
             await store.recordKeyUses(new Map(keys.map((key) => [key.id, later(round + 1)])));
+            peak = Math.max(peak, await place.footprint());
           }
+          return peak;
         };
-        const underTheStore = async () => {
-          await store.close();
-          const db = await place.executor();
-          try {
-            const [row] = await db.query<{ size: string; options: string[] | null }>(
-              `SELECT pg_total_relation_size('api_keys')::text AS size, reloptions AS options FROM pg_class WHERE relname = 'api_keys'`,
-            );
-            return { size: Number(row!.size), options: row!.options };
-          } finally {
-            await db.close();
-            store = await place.open();
-          }
-        };
-        await writeRounds(0, 3);
-        const settled = await underTheStore();
-        expect(settled.options).toContain('fillfactor=70');
-        await writeRounds(3, 12);
-        const after = await underTheStore();
-        expect(after.size).toBeLessThanOrEqual(settled.size * 1.1);
-        expect((await store.listApiKeys()).every((key) => key.lastUsedAt?.getTime() === later(15).getTime())).toBe(true);
+        // Long enough for SQLite's WAL to reach its checkpoint (1,000 pages) and start over.
+        const settled = await peakOver(40);
+        const after = await peakOver(40);
+        expect(after).toBeLessThanOrEqual(settled * 1.1);
+        expect((await store.listApiKeys()).every((key) => key.lastUsedAt?.getTime() === later(round).getTime())).toBe(true);
       });
 
       it('counts keys by status at a given time', async () => {
@@ -293,6 +343,130 @@ for (const target of targets) {
       expect(await store.listAuditEvents({ limit: 2, before: first.id })).toEqual([]);
     });
 
+    describe('a change and its audit event, in one transaction', () => {
+      it('writes the event a change makes from its row, and none when nothing changed', async () => {
+        const { admin } = await store.createAdmin('ops@example.com', 'hash-1', eventOf('admin.created'));
+        await store.createAdmin('OPS@example.com', 'hash-x', eventOf('admin.created'));
+        await store.setAdminPassword(admin.id, 'hash-2', eventOf('admin.password_changed'));
+        await store.setAdminPassword(admin.id + 100, 'hash-3', eventOf('admin.password_changed'));
+        const key = await createKey(store, 'gh_audited0');
+        const created = await store.createApiKey(newKey('gh_audited1'), null, now, eventOf('api_key.created'));
+        expect(await store.createApiKey(newKey('gh_audited1'), null, now, eventOf('api_key.created'))).toEqual({ ok: false, reason: 'prefix_taken' });
+        expect(await store.createApiKey(newKey('gh_audited2'), 2, now, eventOf('api_key.created'))).toEqual({ ok: false, reason: 'license_limit' });
+        await store.revokeApiKey(key.id, later(1), eventOf('api_key.revoked'));
+        await store.revokeApiKey(key.id, later(2), eventOf('api_key.revoked'));
+        await store.revokeApiKey(key.id + 100, later(3), eventOf('api_key.revoked'));
+        if (!created.ok) throw new Error(created.reason);
+
+        const events = (await store.listAuditEvents({ limit: 100 })).toReversed();
+        expect(events.map((event) => [event.action, event.subjectId])).toEqual([
+          ['admin.created', String(admin.id)],
+          ['admin.password_changed', String(admin.id)],
+          ['api_key.created', String(created.key.id)],
+          ['api_key.revoked', String(key.id)],
+          ['api_key.revoked', String(key.id)],
+        ]);
+        // Each event was made from the row as the change wrote it.
+        expect(events[1]?.detail).toEqual({ hash: 'hash-2' });
+        expect(events[3]?.detail).toEqual({ revokedAt: later(1).toISOString() });
+        expect(events[4]?.detail).toEqual({ revokedAt: later(1).toISOString() });
+      });
+
+      it('keeps neither the change nor its event when the event cannot be made', async () => {
+        const failing = (): never => {
+          throw new Error('no event');
+        };
+        await expect(store.createAdmin('ops@example.com', 'hash-1', failing)).rejects.toThrow('no event');
+        expect(await store.listAdmins()).toEqual([]);
+        const { admin } = await store.createAdmin('ops@example.com', 'hash-1');
+        await expect(store.setAdminPassword(admin.id, 'hash-2', failing)).rejects.toThrow('no event');
+        expect((await store.findAdminById(admin.id))?.passwordHash).toBe('hash-1');
+        await expect(store.createApiKey(newKey('gh_nothing00'), null, now, failing)).rejects.toThrow('no event');
+        expect(await store.listApiKeys()).toEqual([]);
+        const key = await createKey(store, 'gh_kept00000');
+        await expect(store.revokeApiKey(key.id, now, failing)).rejects.toThrow('no event');
+        expect(await store.findApiKeyById(key.id)).toEqual(key);
+        expect(await store.listAuditEvents({ limit: 10 })).toEqual([]);
+        // The store is usable after the rollbacks.
+        expect(await store.createApiKey(newKey('gh_after0000'), null, now, eventOf('api_key.created'))).toMatchObject({ ok: true });
+        expect(await store.listAuditEvents({ limit: 10 })).toHaveLength(1);
+      });
+    });
+
+    describe('export and import', () => {
+      let other: Place | undefined;
+      afterEach(async () => {
+        await other?.dispose();
+        other = undefined;
+      });
+      /** A second, empty store of the same kind. */
+      const emptyStore = async () => {
+        other = await target.place();
+        return other.open();
+      };
+
+      it('round-trips everything with its ids, and the next ids continue after the imported ones', async () => {
+        const data = await populate(store);
+        expect(data.admins).toHaveLength(2);
+        expect(data.apiKeys).toHaveLength(3);
+        expect(data.settings).toEqual([{ name: 'jwt_secret', value: 'secret-1' }, { name: 'other', value: 'value-2' }]);
+
+        const copy = await emptyStore();
+        try {
+          await copy.importData(data);
+          expect(await copy.exportData()).toEqual(data);
+          const maxId = (rows: { id: number }[]) => Math.max(...rows.map((row) => row.id));
+          expect((await createKey(copy, 'gh_next00000')).id).toBeGreaterThan(maxId(data.apiKeys));
+          expect((await copy.createAdmin('next@example.com', 'hash')).admin.id).toBeGreaterThan(maxId(data.admins));
+          expect((await copy.appendAuditEvent(plainEvent('next'))).id).toBeGreaterThan(maxId(data.auditEvents));
+        } finally {
+          await copy.close();
+        }
+      });
+
+      it('keeps ids with gaps as they are', async () => {
+        const copy = await emptyStore();
+        try {
+          const data = await populate(store);
+          const spaced: StoreData = { ...data, apiKeys: data.apiKeys.map((key, i) => ({ ...key, id: 10 + i * 5 })) };
+          await copy.importData(spaced);
+          expect((await copy.listApiKeys()).map((key) => key.id)).toEqual([10, 15, 20]);
+          expect((await createKey(copy, 'gh_next00000')).id).toBeGreaterThan(20);
+        } finally {
+          await copy.close();
+        }
+      });
+
+      it('refuses a store that holds anything, and writes nothing', async () => {
+        const data = await populate(store);
+        const copy = await emptyStore();
+        try {
+          await copy.getOrCreateSetting('jwt_secret', 'already here');
+          const before = await copy.exportData();
+          const refused: unknown = await copy.importData(data).catch((error: unknown) => error);
+          expect(refused).toBeInstanceOf(StoreNotEmptyError);
+          expect((refused as Error).message).toMatch(/not empty .*setting/);
+          expect(await copy.exportData()).toEqual(before);
+        } finally {
+          await copy.close();
+        }
+      });
+
+      it('leaves the store as it was when the import fails half-way', async () => {
+        const data = await populate(store);
+        const copy = await emptyStore();
+        try {
+          const clash = { ...data.apiKeys[1]!, id: 999 };
+          await expect(copy.importData({ ...data, apiKeys: [...data.apiKeys, clash] })).rejects.toThrow();
+          expect(await copy.exportData()).toEqual({ admins: [], apiKeys: [], auditEvents: [], settings: [] });
+          await copy.importData(data);
+          expect(await copy.exportData()).toEqual(data);
+        } finally {
+          await copy.close();
+        }
+      });
+    });
+
     it('keeps everything across close and reopen, and reopening migrates nothing', async () => {
       const { admin } = await store.createAdmin('ops@example.com', 'hash-1');
       const key = await createKey(store, 'gh_persist00');
@@ -300,14 +474,9 @@ for (const target of targets) {
       const secret = await store.getOrCreateSetting('jwt_secret', 'first');
       await store.close();
 
-      const db = await place.executor();
-      try {
-        expect(await migrate(db)).toEqual([]);
-        const rows = await db.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
-        expect(rows).toEqual(migrations.map(({ version, name }) => ({ version, name })));
-      } finally {
-        await db.close();
-      }
+      const again = await place.remigrate();
+      expect(again.applied).toEqual([]);
+      expect(again.recorded).toEqual(again.expected);
 
       store = await place.open();
       expect(await store.listAdmins()).toEqual([admin]);
@@ -319,6 +488,22 @@ for (const target of targets) {
 }
 
 describeWithPostgres('store: postgres only', () => {
+  it('keeps api_keys at fillfactor 70, so last_used_at updates stay on their page (ADR 0006)', async () => {
+    const database = await createTestDatabase();
+    try {
+      await (await openStore({ databaseUrl: database.url, dataDir: 'unused', poolSize: 1 })).close();
+      const db = await connectPostgres(database.url, 1);
+      try {
+        const [row] = await db.query<{ options: string[] | null }>(`SELECT reloptions AS options FROM pg_class WHERE relname = 'api_keys'`);
+        expect(row?.options).toContain('fillfactor=70');
+      } finally {
+        await db.close();
+      }
+    } finally {
+      await database.drop();
+    }
+  });
+
   it('migrates safely when several replicas start at once', async () => {
     const database = await createTestDatabase();
     try {

@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inject } from 'vitest';
 import { npmStart as readNpmStart, type NpmStart } from '../../bench/npm-start.ts';
 import { freePort } from './free-port.ts';
 
@@ -32,19 +31,14 @@ export interface GatewayProcess {
   kill(): Promise<void>;
 }
 
-/**
- * A fresh DATA_DIR holding an empty, initdb'd PGlite cluster (a copy of the run's template, see
- * global-setup.ts): the gateway opens it as a first start, migrations and all, without initdb.
- */
+/** A fresh, empty DATA_DIR: the gateway creates its SQLite store there, migrations and all. */
 export function tempDataDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
-  cpSync(inject('pgliteTemplate'), dir, { recursive: true });
-  return dir;
+  return mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
 }
 
-/** A fresh, empty DATA_DIR: the gateway runs PGlite's initdb in it. */
+/** The same as tempDataDir(), named for tests that are about a first start on a new machine. */
 export function emptyDataDir(): string {
-  return mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
+  return tempDataDir();
 }
 
 /**

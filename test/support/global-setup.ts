@@ -1,7 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
 import type { TestProject } from 'vitest/node';
 
 /**
@@ -13,8 +9,6 @@ declare module 'vitest' {
   export interface ProvidedContext {
     postgresUrl: string | null;
     redisUrl: string | null;
-    /** A DATA_DIR whose PGlite cluster is initdb'd and empty, that tempDataDir() copies (no migrations run). */
-    pgliteTemplate: string;
   }
 }
 
@@ -26,7 +20,6 @@ interface Service {
 interface Services {
   postgresUrl: string | null;
   redisUrl: string | null;
-  pgliteTemplate: string;
   stop(): Promise<void>;
 }
 
@@ -55,7 +48,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
   project.provide('postgresUrl', services.postgresUrl);
   project.provide('redisUrl', services.redisUrl);
-  project.provide('pgliteTemplate', services.pgliteTemplate);
   return () => release(services);
 }
 
@@ -87,35 +79,7 @@ async function resolveServices(): Promise<Services> {
     await teardown();
     throw new Error('REQUIRE_SERVICES=1 but PostgreSQL or Redis is unavailable: refusing to skip their suites');
   }
-  let template: string;
-  try {
-    template = await pgliteTemplate();
-  } catch (error) {
-    await teardown();
-    throw error;
-  }
-  return {
-    postgresUrl,
-    redisUrl,
-    pgliteTemplate: template,
-    stop: async () => {
-      rmSync(template, { recursive: true, force: true });
-      await teardown();
-    },
-  };
-}
-
-/**
- * PGlite's initdb takes ~4 s of CPU and opening an existing directory ~1 s. Every e2e test
- * that starts a gateway or runs the CLI on a fresh DATA_DIR would pay the 4 s; they copy this
- * directory instead. Only initdb has run in it: Gatehouse's migrations still run on each copy.
- */
-async function pgliteTemplate(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-pglite-template-'));
-  // The store lives in DATA_DIR/pglite (src/store/open.ts).
-  const db = await PGlite.create(join(dir, 'pglite'));
-  await db.close();
-  return dir;
+  return { postgresUrl, redisUrl, stop: teardown };
 }
 
 function track(started: Service[], service: Service): string {

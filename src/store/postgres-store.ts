@@ -1,16 +1,31 @@
-import type { SqlExecutor } from './sql.ts';
-import type {
-  AdminRow,
-  ApiKeyRow,
-  AuditEventRow,
-  CreateKeyResult,
-  NewApiKey,
-  NewAuditEvent,
-  Store,
+import {
+  contents,
+  insertAll,
+  insertAuditEvent,
+  selectAll,
+  toAdmin,
+  toApiKey,
+  toAuditEvent,
+  type AdminRecord,
+  type ApiKeyRecord,
+  type AuditEventRecord,
+} from './postgres-rows.ts';
+import type { SqlExecutor, SqlSession } from './sql.ts';
+import {
+  StoreNotEmptyError,
+  type AdminRow,
+  type ApiKeyRow,
+  type AuditEventRow,
+  type AuditOf,
+  type CreateKeyResult,
+  type NewApiKey,
+  type NewAuditEvent,
+  type Store,
+  type StoreData,
 } from './store.ts';
 
-/** The one implementation of `Store`: the same SQL on PostgreSQL and on PGlite. */
-export class SqlStore implements Store {
+/** `Store` on PostgreSQL. */
+export class PostgresStore implements Store {
   readonly kind: Store['kind'];
   readonly #db: SqlExecutor;
 
@@ -46,19 +61,25 @@ export class SqlStore implements Store {
     return (await this.#db.query<AdminRecord>('SELECT * FROM admins ORDER BY id')).map(toAdmin);
   }
 
-  async createAdmin(email: string, passwordHash: string): Promise<{ admin: AdminRow; created: boolean }> {
-    const inserted = await this.#db.query<AdminRecord>(
-      'INSERT INTO admins (email, password_hash) VALUES ($1, $2) ON CONFLICT (email) DO NOTHING RETURNING *',
-      [normaliseEmail(email), passwordHash],
-    );
-    if (inserted[0]) return { admin: toAdmin(inserted[0]), created: true };
+  async createAdmin(email: string, passwordHash: string, audit?: AuditOf<AdminRow>): Promise<{ admin: AdminRow; created: boolean }> {
+    const inserted = await this.#withEvent(async (db) => {
+      const [row] = await db.query<AdminRecord>(
+        'INSERT INTO admins (email, password_hash) VALUES ($1, $2) ON CONFLICT (email) DO NOTHING RETURNING *',
+        [normaliseEmail(email), passwordHash],
+      );
+      return row ? toAdmin(row) : null;
+    }, audit);
+    if (inserted) return { admin: inserted, created: true };
     const existing = await this.findAdminByEmail(email);
     if (!existing) throw new Error('admin vanished between insert and select');
     return { admin: existing, created: false };
   }
 
-  async setAdminPassword(id: number, passwordHash: string): Promise<void> {
-    await this.#db.query('UPDATE admins SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
+  async setAdminPassword(id: number, passwordHash: string, audit?: AuditOf<AdminRow>): Promise<void> {
+    await this.#withEvent(async (db) => {
+      const [row] = await db.query<AdminRecord>('UPDATE admins SET password_hash = $2 WHERE id = $1 RETURNING *', [id, passwordHash]);
+      return row ? toAdmin(row) : null;
+    }, audit);
   }
 
   async replaceAdminPasswordHash(id: number, expected: string, passwordHash: string): Promise<boolean> {
@@ -81,7 +102,7 @@ export class SqlStore implements Store {
     return row.value;
   }
 
-  async createApiKey(input: NewApiKey, limit: number | null, now: Date): Promise<CreateKeyResult> {
+  async createApiKey(input: NewApiKey, limit: number | null, now: Date, audit?: AuditOf<ApiKeyRow>): Promise<CreateKeyResult> {
     try {
       return await this.#db.transaction(async (tx): Promise<CreateKeyResult> => {
         // Held until COMMIT: the next create counts only after our insert is visible.
@@ -100,7 +121,9 @@ export class SqlStore implements Store {
           [input.name, input.agentId, input.keyPrefix, input.keyHash, input.scopes, now, input.expiresAt],
         );
         if (!row) throw new Error('INSERT … RETURNING returned no row');
-        return { ok: true, key: toApiKey(row) };
+        const key = toApiKey(row);
+        if (audit) await insertAuditEvent(tx, audit(key));
+        return { ok: true, key };
       });
     } catch (error) {
       if (isPrefixConflict(error)) return { ok: false, reason: 'prefix_taken' };
@@ -122,17 +145,19 @@ export class SqlStore implements Store {
     return rows[0] ? toApiKey(rows[0]) : null;
   }
 
-  async revokeApiKey(id: number, now: Date): Promise<ApiKeyRow | null> {
-    const rows = await this.#db.query<ApiKeyRecord>(
-      'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
-      [id, now],
-    );
-    return rows[0] ? toApiKey(rows[0]) : null;
+  async revokeApiKey(id: number, now: Date, audit?: AuditOf<ApiKeyRow>): Promise<ApiKeyRow | null> {
+    return this.#withEvent(async (db) => {
+      const [row] = await db.query<ApiKeyRecord>(
+        'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING *',
+        [id, now],
+      );
+      return row ? toApiKey(row) : null;
+    }, audit);
   }
 
   async recordKeyUses(uses: ReadonlyMap<number, Date>): Promise<void> {
     if (uses.size === 0) return;
-    // Timestamps as ISO strings: both drivers serialise a string array the same way.
+    // Timestamps as ISO strings, which timestamptz[] reads as they are, whatever the session's time zone.
     await this.#db.query(
       `UPDATE api_keys AS k SET last_used_at = v.t
        FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, t)
@@ -153,22 +178,8 @@ export class SqlStore implements Store {
     return row ?? { active: 0, expired: 0, revoked: 0 };
   }
 
-  async appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow> {
-    const [row] = await this.#db.query<AuditEventRecord>(
-      `INSERT INTO audit_events (at, action, actor_kind, actor_id, subject_id, client_address, detail)
-       VALUES (COALESCE($1::timestamptz, now()), $2, $3, $4, $5, $6, $7::jsonb) RETURNING *`,
-      [
-        event.at ?? null,
-        event.action,
-        event.actorKind,
-        event.actorId,
-        event.subjectId,
-        event.clientAddress,
-        JSON.stringify(event.detail),
-      ],
-    );
-    if (!row) throw new Error('INSERT … RETURNING returned no row');
-    return toAuditEvent(row);
+  appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow> {
+    return insertAuditEvent(this.#db, event);
   }
 
   async listAuditEvents(options: { limit: number; before?: number }): Promise<AuditEventRow[]> {
@@ -178,37 +189,38 @@ export class SqlStore implements Store {
     );
     return rows.map(toAuditEvent);
   }
-}
 
-interface AdminRecord {
-  id: number;
-  email: string;
-  password_hash: string;
-  created_at: Date;
-}
+  async exportData(): Promise<StoreData> {
+    return this.#db.transaction(async (tx) => {
+      // One snapshot for the four reads: a key created meanwhile is in none of them or in all.
+      await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
+      return selectAll(tx);
+    });
+  }
 
-interface ApiKeyRecord {
-  id: number;
-  name: string;
-  agent_id: number | null;
-  key_prefix: string;
-  key_hash: string;
-  scopes: string[];
-  created_at: Date;
-  last_used_at: Date | null;
-  expires_at: Date | null;
-  revoked_at: Date | null;
-}
+  async importData(data: StoreData): Promise<void> {
+    await this.#db.transaction(async (tx) => {
+      // Writers wait (readers do not) until COMMIT: nothing lands between the check and the
+      // import, such as the JWT secret of a gateway started on the target meanwhile.
+      await tx.query('LOCK TABLE admins, api_keys, audit_events, settings IN EXCLUSIVE MODE');
+      const held = await contents(tx);
+      if (held !== null) throw new StoreNotEmptyError(held);
+      await insertAll(tx, data);
+    });
+  }
 
-interface AuditEventRecord {
-  id: number;
-  at: Date;
-  action: string;
-  actor_kind: string | null;
-  actor_id: string | null;
-  subject_id: string | null;
-  client_address: string | null;
-  detail: Record<string, unknown>;
+  /**
+   * Runs `change` and, when it wrote a row and there is an `audit`, inserts the row's event in
+   * the same transaction. Without `audit`, the single statement needs no transaction of its own.
+   */
+  async #withEvent<T>(change: (db: SqlSession) => Promise<T | null>, audit: AuditOf<T> | undefined): Promise<T | null> {
+    if (!audit) return change(this.#db);
+    return this.#db.transaction(async (tx) => {
+      const row = await change(tx);
+      if (row !== null) await insertAuditEvent(tx, audit(row));
+      return row;
+    });
+  }
 }
 
 /** Lowercased in JS, not SQL: PostgreSQL's lower() depends on the server's locale. */
@@ -217,39 +229,7 @@ function normaliseEmail(email: string): string {
 }
 
 function isPrefixConflict(error: unknown): boolean {
-  // 23505 unique_violation; both drivers surface the server's error fields.
+  // 23505 unique_violation; pg surfaces the server's error fields.
   const fields = error as { code?: unknown; constraint?: unknown } | null;
   return fields?.code === '23505' && fields.constraint === 'api_keys_key_prefix_key';
-}
-
-function toAdmin(row: AdminRecord): AdminRow {
-  return { id: row.id, email: row.email, passwordHash: row.password_hash, createdAt: row.created_at };
-}
-
-function toApiKey(row: ApiKeyRecord): ApiKeyRow {
-  return {
-    id: row.id,
-    name: row.name,
-    agentId: row.agent_id,
-    keyPrefix: row.key_prefix,
-    keyHash: row.key_hash,
-    scopes: row.scopes,
-    createdAt: row.created_at,
-    lastUsedAt: row.last_used_at,
-    expiresAt: row.expires_at,
-    revokedAt: row.revoked_at,
-  };
-}
-
-function toAuditEvent(row: AuditEventRecord): AuditEventRow {
-  return {
-    id: row.id,
-    at: row.at,
-    action: row.action,
-    actorKind: row.actor_kind,
-    actorId: row.actor_id,
-    subjectId: row.subject_id,
-    clientAddress: row.client_address,
-    detail: row.detail,
-  };
 }

@@ -1,0 +1,177 @@
+import type { SqlSession } from './sql.ts';
+import type { AdminRow, ApiKeyRow, AuditEventRow, NewAuditEvent, StoreData } from './store.ts';
+
+/** The rows of PostgresStore's tables as `pg` returns them, and their mapping to the store's rows. */
+export interface AdminRecord {
+  id: number;
+  email: string;
+  password_hash: string;
+  created_at: Date;
+}
+
+export interface ApiKeyRecord {
+  id: number;
+  name: string;
+  agent_id: number | null;
+  key_prefix: string;
+  key_hash: string;
+  scopes: string[];
+  created_at: Date;
+  last_used_at: Date | null;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
+
+export interface AuditEventRecord {
+  id: number;
+  at: Date;
+  action: string;
+  actor_kind: string | null;
+  actor_id: string | null;
+  subject_id: string | null;
+  client_address: string | null;
+  detail: Record<string, unknown>;
+}
+
+export function toAdmin(row: AdminRecord): AdminRow {
+  return { id: row.id, email: row.email, passwordHash: row.password_hash, createdAt: row.created_at };
+}
+
+export function toApiKey(row: ApiKeyRecord): ApiKeyRow {
+  return {
+    id: row.id,
+    name: row.name,
+    agentId: row.agent_id,
+    keyPrefix: row.key_prefix,
+    keyHash: row.key_hash,
+    scopes: row.scopes,
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    expiresAt: row.expires_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+export function toAuditEvent(row: AuditEventRecord): AuditEventRow {
+  return {
+    id: row.id,
+    at: row.at,
+    action: row.action,
+    actorKind: row.actor_kind,
+    actorId: row.actor_id,
+    subjectId: row.subject_id,
+    clientAddress: row.client_address,
+    detail: row.detail,
+  };
+}
+
+/** Appends one event on `db`: the pool, or the transaction of the change the event records. */
+export async function insertAuditEvent(db: SqlSession, event: NewAuditEvent): Promise<AuditEventRow> {
+  const [row] = await db.query<AuditEventRecord>(
+    `INSERT INTO audit_events (at, action, actor_kind, actor_id, subject_id, client_address, detail)
+     VALUES (COALESCE($1::timestamptz, now()), $2, $3, $4, $5, $6, $7::jsonb) RETURNING *`,
+    [event.at ?? null, event.action, event.actorKind, event.actorId, event.subjectId, event.clientAddress, JSON.stringify(event.detail)],
+  );
+  if (!row) throw new Error('INSERT … RETURNING returned no row');
+  return toAuditEvent(row);
+}
+
+/** Everything, read by the caller inside one REPEATABLE READ transaction. */
+export async function selectAll(tx: SqlSession): Promise<StoreData> {
+  return {
+    admins: (await tx.query<AdminRecord>('SELECT * FROM admins ORDER BY id')).map(toAdmin),
+    apiKeys: (await tx.query<ApiKeyRecord>('SELECT * FROM api_keys ORDER BY id')).map(toApiKey),
+    auditEvents: (await tx.query<AuditEventRecord>('SELECT * FROM audit_events ORDER BY id')).map(toAuditEvent),
+    // Byte order, as SQLite sorts: the export reads the same whichever store it came from.
+    settings: await tx.query<{ name: string; value: string }>('SELECT name, value FROM settings ORDER BY name COLLATE "C"'),
+  };
+}
+
+/**
+ * Rows per INSERT: each batch travels as one jsonb parameter, so a large audit trail neither
+ * makes one statement per row nor one parameter of hundreds of megabytes.
+ */
+const IMPORT_BATCH = 1_000;
+
+/**
+ * Each table's INSERT of a batch, ids kept: OVERRIDING SYSTEM VALUE lets the identity columns
+ * take them; jsonb_to_recordset turns the JSON of the rows (dates as ISO strings, scopes as
+ * arrays) back into the columns' types.
+ */
+const IMPORTS = {
+  admins: `INSERT INTO admins (id, email, password_hash, created_at) OVERRIDING SYSTEM VALUE
+    SELECT id, email, password_hash, created_at FROM jsonb_to_recordset($1::jsonb)
+      AS r(id integer, email text, password_hash text, created_at timestamptz)`,
+  api_keys: `INSERT INTO api_keys (id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at
+    FROM jsonb_to_recordset($1::jsonb) AS r(id bigint, name text, agent_id bigint, key_prefix text, key_hash text,
+      scopes text[], created_at timestamptz, last_used_at timestamptz, expires_at timestamptz, revoked_at timestamptz)`,
+  audit_events: `INSERT INTO audit_events (id, at, action, actor_kind, actor_id, subject_id, client_address, detail)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, at, action, actor_kind, actor_id, subject_id, client_address, detail FROM jsonb_to_recordset($1::jsonb)
+      AS r(id bigint, at timestamptz, action text, actor_kind text, actor_id text, subject_id text, client_address text, detail jsonb)`,
+  settings: `INSERT INTO settings (name, value) SELECT name, value FROM jsonb_to_recordset($1::jsonb) AS r(name text, value text)`,
+} as const;
+
+/** Inserts `data` with its ids, inside the caller's transaction, and moves each identity sequence past them. */
+export async function insertAll(tx: SqlSession, data: StoreData): Promise<void> {
+  await insertBatches(tx, IMPORTS.admins, data.admins.map((row) => ({
+    id: row.id,
+    email: row.email,
+    password_hash: row.passwordHash,
+    created_at: row.createdAt,
+  })));
+  await insertBatches(tx, IMPORTS.api_keys, data.apiKeys.map((row) => ({
+    id: row.id,
+    name: row.name,
+    agent_id: row.agentId,
+    key_prefix: row.keyPrefix,
+    key_hash: row.keyHash,
+    scopes: row.scopes,
+    created_at: row.createdAt,
+    last_used_at: row.lastUsedAt,
+    expires_at: row.expiresAt,
+    revoked_at: row.revokedAt,
+  })));
+  await insertBatches(tx, IMPORTS.audit_events, data.auditEvents.map((row) => ({
+    id: row.id,
+    at: row.at,
+    action: row.action,
+    actor_kind: row.actorKind,
+    actor_id: row.actorId,
+    subject_id: row.subjectId,
+    client_address: row.clientAddress,
+    detail: row.detail,
+  })));
+  await insertBatches(tx, IMPORTS.settings, data.settings);
+  for (const table of ['admins', 'api_keys', 'audit_events']) {
+    // max(id) is NULL on an empty table, and setval(…, NULL) leaves the sequence alone.
+    await tx.query(`SELECT setval(pg_get_serial_sequence('${table}', 'id'), max(id)) FROM ${table}`);
+  }
+}
+
+async function insertBatches(tx: SqlSession, statement: string, rows: readonly object[]): Promise<void> {
+  for (let start = 0; start < rows.length; start += IMPORT_BATCH) {
+    await tx.query(statement, [JSON.stringify(rows.slice(start, start + IMPORT_BATCH))]);
+  }
+}
+
+const TABLES = [
+  ['admins', 'admin'],
+  ['api_keys', 'API key'],
+  ['audit_events', 'audit event'],
+  ['settings', 'setting'],
+] as const;
+
+/** What the store holds, in words ("1 admin, 3 API keys"), or null when it holds nothing. */
+export async function contents(tx: SqlSession): Promise<string | null> {
+  const [counts] = await tx.query<Record<string, number>>(
+    `SELECT ${TABLES.map(([table]) => `(SELECT count(*)::int FROM ${table}) AS ${table}`).join(', ')}`,
+  );
+  const held = TABLES.flatMap(([table, noun]) => {
+    const count = counts?.[table] ?? 0;
+    return count === 0 ? [] : [`${count} ${noun}${count === 1 ? '' : 's'}`];
+  });
+  return held.length === 0 ? null : held.join(', ');
+}

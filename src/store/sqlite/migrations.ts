@@ -1,0 +1,66 @@
+/**
+ * The embedded store's schema, in SQLite's own SQL (docs/adr/0021-embedded-store-sqlite.md).
+ * Its history is its own: PostgreSQL's migrations live in `../migrations/`, and a version here
+ * says nothing about a version there. Never edit one that has shipped: add the next version.
+ */
+export interface SqliteMigration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+/**
+ * Timestamps are INTEGER milliseconds since the epoch: a JavaScript Date's own precision, and
+ * compared as numbers. Ids are AUTOINCREMENT, so an id is never handed out twice (as
+ * PostgreSQL's identity columns), and an imported id moves the sequence past it by itself.
+ * STRICT: a value of the wrong type is an error, not a silent conversion. No lock row: a
+ * create's transaction is BEGIN IMMEDIATE, and a connection runs one transaction at a time.
+ */
+const initial: SqliteMigration = {
+  version: 1,
+  name: 'initial',
+  sql: `
+CREATE TABLE admins (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  -- Stored lowercased by the store, so the unique constraint is case-insensitive.
+  email TEXT NOT NULL UNIQUE,
+  password_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE settings (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE api_keys (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL,
+  agent_id INTEGER,
+  key_prefix TEXT NOT NULL UNIQUE,
+  key_hash TEXT NOT NULL,
+  -- A JSON array of strings.
+  scopes TEXT NOT NULL CHECK (json_valid(scopes)),
+  created_at INTEGER NOT NULL,
+  last_used_at INTEGER,
+  expires_at INTEGER,
+  revoked_at INTEGER
+) STRICT;
+
+-- The rowid also serves "ORDER BY id DESC" (scanned backwards): no second index.
+CREATE TABLE audit_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  action TEXT NOT NULL,
+  actor_kind TEXT,
+  actor_id TEXT,
+  subject_id TEXT,
+  client_address TEXT,
+  -- A JSON object.
+  detail TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(detail))
+) STRICT;
+`,
+};
+
+/** Every migration, in order. */
+export const sqliteMigrations: readonly SqliteMigration[] = [initial];
