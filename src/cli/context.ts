@@ -29,13 +29,14 @@ export async function withStore<T>(
   env: Record<string, string | undefined>,
   fn: (context: StoreContext) => Promise<T>,
   config: Config = loadConfig(env),
+  access: { readOnly?: boolean } = {},
 ): Promise<T> {
   const { env: settings } = config;
   let store: Store;
   try {
     // Loaded here, not at the top: `--help` and usage errors need neither node:sqlite nor pg.
     const { openStore } = await import('../store/open.ts');
-    store = await openStore({ databaseUrl: settings.DATABASE_URL, dataDir: settings.DATA_DIR, poolSize: 2 });
+    store = await openStore({ databaseUrl: settings.DATABASE_URL, dataDir: settings.DATA_DIR, poolSize: 2, ...access });
   } catch (error) {
     throw new ConfigError(`${settings.DATABASE_URL ? 'DATABASE_URL' : 'DATA_DIR'}: cannot open the store: ${(error as Error).message}`);
   }

@@ -134,7 +134,8 @@ export const storeCopy: Command = {
     'The target is PostgreSQL (postgres://…) or an embedded store in a directory (a path or a file:',
     'URL, as DATA_DIR). Its schema is created if missing; a target holding any data is refused, and',
     'the copy is one transaction: on a refusal or a failure no data is written to it.',
-    'The embedded store is one process at a time: stop the gateway before copying from DATA_DIR.',
+    'An embedded source is read beside its running gateway (one consistent snapshot); changes made',
+    'after the copy began are not in it.',
   ],
   options: { to: { type: 'string' }, json: { type: 'boolean' } },
   optionHelp: { to: 'the target: postgres://… or postgresql://…, a directory, or a file: URL (required)', json: 'print JSON' },
@@ -157,6 +158,6 @@ export const storeCopy: Command = {
         );
       }
       return EXIT_OK;
-    }, config);
+    }, config, { readOnly: true });
   },
 };

@@ -2,7 +2,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync } fro
 import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { lockEmbeddedStore } from './embedded-lock.ts';
-import { migrateSqlite } from './sqlite/migrate.ts';
+import { migrateSqlite, schemaIsCurrent } from './sqlite/migrate.ts';
 import { SqliteStore } from './sqlite-store.ts';
 import type { Store } from './store.ts';
 
@@ -47,18 +47,43 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
 }
 
 /**
+ * The embedded store in `dataDir` for reading alone (`gatehouse store copy`'s source): no lock
+ * and no migration, so it can be read while its gateway runs. In WAL mode a reader sees one
+ * consistent snapshot per transaction while the writer goes on; the store must already be at
+ * this build's schema.
+ */
+export async function openEmbeddedSnapshot(dataDir: string): Promise<Store> {
+  const dir = resolve(dataDir);
+  refuseForeignStore(dir);
+  const file = join(dir, EMBEDDED_STORE_FILE);
+  if (!existsSync(file)) throw new Error(`${file} does not exist: there is no embedded store in ${dir}`);
+  const db = new DatabaseSync(file, { readOnly: true });
+  try {
+    db.exec('PRAGMA busy_timeout = 1000');
+    if (!schemaIsCurrent(db)) throw new Error(`${file} is not at this build's schema: start this build's gateway on it once, then copy`);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return new SqliteStore(db);
+}
+
+/**
  * `dataDir/gatehouse.sqlite`, locked to this process (src/store/embedded-lock.ts), in WAL
  * mode with the settings above. Refuses a DATA_DIR that holds a store of another format
  * rather than starting an empty one beside it.
  */
 export function openEmbeddedDatabase(dataDir: string): EmbeddedDatabase {
   const dir = resolve(dataDir);
-  mkdirSync(dir, { recursive: true });
+  // The store holds the JWT signing secret and every hash: only its owner may read it. A new
+  // directory and file are made private; SQLite gives the WAL and its index the file's mode.
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   refuseForeignStore(dir);
   const file = join(dir, EMBEDDED_STORE_FILE);
   const release = lockEmbeddedStore(file);
   let db: DatabaseSync | undefined;
   try {
+    if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
     db = new DatabaseSync(file);
     for (const pragma of PRAGMAS) db.exec(pragma);
     const mode = db.prepare('PRAGMA journal_mode').get()?.journal_mode;

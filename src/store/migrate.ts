@@ -26,3 +26,14 @@ export async function migrate(db: SqlExecutor, migrations: readonly Migration[] 
     return pending.map((m) => m.version);
   });
 }
+
+/** Refuses a database that is not a Gatehouse store at exactly this build's schema (a store only to be read). */
+export async function assertCurrentSchema(db: SqlExecutor, migrations: readonly Migration[] = allMigrations): Promise<void> {
+  const known = Math.max(0, ...migrations.map((m) => m.version));
+  const [table] = await db.query<{ present: boolean }>(`SELECT to_regclass('schema_migrations') IS NOT NULL AS present`);
+  if (table?.present !== true) throw new Error('the database holds no Gatehouse store');
+  const [row] = await db.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations');
+  if ((row?.version ?? 0) !== known) {
+    throw new Error(`the store's schema is version ${row?.version ?? 0}, this build's is ${known}: start this build's gateway on it once, then copy`);
+  }
+}

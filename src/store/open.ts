@@ -1,4 +1,4 @@
-import { migrate } from './migrate.ts';
+import { assertCurrentSchema, migrate } from './migrate.ts';
 import { PostgresStore } from './postgres-store.ts';
 import type { Store } from './store.ts';
 
@@ -9,21 +9,32 @@ export interface OpenStoreOptions {
   databaseUrl?: string;
   dataDir: string;
   poolSize?: number;
+  /**
+   * Only to be read (`gatehouse store copy`'s source): the embedded store is opened without its
+   * lock or a migration, so a running gateway's store can be read beside it.
+   */
+  readOnly?: boolean;
 }
 
 /**
- * Opens PostgreSQL or the embedded store (SQLite) and brings its schema up to date. Each
+ * Opens PostgreSQL or the embedded store (SQLite) and brings its schema up to date (or, only
+ * to be read, checks it is this build's). Each
  * driver is loaded only when chosen: `pg` is a package a gateway on the embedded store would
  * carry for nothing, and `node:sqlite` likewise for one on PostgreSQL.
  */
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
-  if (!options.databaseUrl) return (await import('./embedded.ts')).openEmbeddedStore(options.dataDir);
+  if (!options.databaseUrl) {
+    const embedded = await import('./embedded.ts');
+    return options.readOnly === true ? embedded.openEmbeddedSnapshot(options.dataDir) : embedded.openEmbeddedStore(options.dataDir);
+  }
   const db = await (await import('./postgres.ts')).connectPostgres(options.databaseUrl, options.poolSize ?? DEFAULT_POOL_SIZE);
   try {
-    await migrate(db);
+    // Only to be read: a source at another schema is refused, never migrated under its gateways.
+    if (options.readOnly === true) await assertCurrentSchema(db);
+    else await migrate(db);
   } catch (error) {
     await db.close().catch(() => {});
-    throw new Error(`cannot migrate the ${db.kind} store: ${error instanceof Error ? error.message : String(error)}`, {
+    throw new Error(`cannot ${options.readOnly === true ? 'read' : 'migrate'} the ${db.kind} store: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,
     });
   }

@@ -1,5 +1,5 @@
 import type { SqlSession } from './sql.ts';
-import type { AdminRow, ApiKeyRow, AuditEventRow, NewAuditEvent, StoreData } from './store.ts';
+import { describeHoldings, STORED_TABLES, type AdminRow, type ApiKeyRow, type AuditEventRow, type NewAuditEvent, type StoreData } from './store.ts';
 
 /** The rows of PostgresStore's tables as `pg` returns them, and their mapping to the store's rows. */
 export interface AdminRecord {
@@ -157,21 +157,10 @@ async function insertBatches(tx: SqlSession, statement: string, rows: readonly o
   }
 }
 
-const TABLES = [
-  ['admins', 'admin'],
-  ['api_keys', 'API key'],
-  ['audit_events', 'audit event'],
-  ['settings', 'setting'],
-] as const;
-
 /** What the store holds, in words ("1 admin, 3 API keys"), or null when it holds nothing. */
 export async function contents(tx: SqlSession): Promise<string | null> {
   const [counts] = await tx.query<Record<string, number>>(
-    `SELECT ${TABLES.map(([table]) => `(SELECT count(*)::int FROM ${table}) AS ${table}`).join(', ')}`,
+    `SELECT ${STORED_TABLES.map(([table]) => `(SELECT count(*)::int FROM ${table}) AS ${table}`).join(', ')}`,
   );
-  const held = TABLES.flatMap(([table, noun]) => {
-    const count = counts?.[table] ?? 0;
-    return count === 0 ? [] : [`${count} ${noun}${count === 1 ? '' : 's'}`];
-  });
-  return held.length === 0 ? null : held.join(', ');
+  return describeHoldings((table) => counts?.[table] ?? 0);
 }

@@ -60,6 +60,23 @@ export interface StoreData {
   settings: Array<{ name: string; value: string }>;
 }
 
+/** The tables `importData` requires empty, with the noun that counts their rows. */
+export const STORED_TABLES = [
+  ['admins', 'admin'],
+  ['api_keys', 'API key'],
+  ['audit_events', 'audit event'],
+  ['settings', 'setting'],
+] as const;
+
+/** What a store holds, in words ("1 admin, 3 API keys"), or null when it holds nothing. */
+export function describeHoldings(count: (table: (typeof STORED_TABLES)[number][0]) => number): string | null {
+  const held = STORED_TABLES.flatMap(([table, noun]) => {
+    const rows = count(table);
+    return rows === 0 ? [] : [`${rows} ${noun}${rows === 1 ? '' : 's'}`];
+  });
+  return held.length === 0 ? null : held.join(', ');
+}
+
 /** `importData` into a store that already holds data: nothing was written. */
 export class StoreNotEmptyError extends Error {
   constructor(what: string) {

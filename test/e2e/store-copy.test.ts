@@ -1,5 +1,5 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- CLI and HTTP answers are read as loosely typed JSON */
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -10,6 +10,7 @@ import { ADMIN_PASSWORD, startGateway, emptyDataDir, type GatewayProcess } from 
 import { createKey, loginAdmin, request } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
 import { createTestDatabase, describeWithPostgres, type TestDatabase } from '../support/services.ts';
+import { openStore } from '../../src/store/open.ts';
 
 const OK = 0;
 const REFUSED = 1;
@@ -137,21 +138,18 @@ describe('gatehouse store copy', { timeout: 240_000 }, () => {
       await Promise.all(databases.map((created) => created.drop()));
     });
 
-    it('copies a deployment from the embedded store to PostgreSQL: the same keys and admin token work there', async () => {
+    it('copies a running deployment from the embedded store to PostgreSQL: the same keys and admin token work there', async () => {
       const dataDir = emptyDataDir();
       const source = await gateway({ DATA_DIR: dataDir });
       const before = await populate(source);
       const target = withPassword((await database()).url);
 
-      const locked = await runCli(['store', 'copy', '--to', target], { DATA_DIR: dataDir });
-      expect(locked.code).toBe(REFUSED);
-      expect(locked.stderr).toMatch(/^gatehouse: DATA_DIR: .*in use by process \d+/);
-
-      await source.stop();
-      const admins = await adminList({ DATA_DIR: dataDir });
+      // Copied while its gateway runs: the embedded source is read beside it, one snapshot.
       const copied = await runCli(['store', 'copy', '--to', target, '--json'], { DATA_DIR: dataDir });
       expectCopied(copied, before);
       expect(copied.json<any>().to).toContain(':***@');
+      await source.stop();
+      const admins = await adminList({ DATA_DIR: dataDir });
 
       const moved = await gateway({ DATABASE_URL: target });
       await expectSameDeployment(moved, origin, before);
@@ -209,12 +207,22 @@ describe('gatehouse store copy', { timeout: 240_000 }, () => {
 
     it('fails with one line and no password when the target cannot be reached', async () => {
       const unreachable = `postgres://postgres:${PASSWORD}@127.0.0.1:1/nowhere`;
-      const failed = await runCli(['store', 'copy', '--to', unreachable], { DATA_DIR: emptyDataDir() });
+      const dataDir = emptyDataDir();
+      await (await openStore({ dataDir })).close();
+      const failed = await runCli(['store', 'copy', '--to', unreachable], { DATA_DIR: dataDir });
       expect(failed.code).toBe(REFUSED);
       expect(failed.stderr).toMatch(/^gatehouse: --to: [^\n]+\n$/);
       expect(failed.stderr).toContain('postgres://postgres:***@127.0.0.1:1/nowhere');
       expect(failed.stderr).not.toContain(PASSWORD);
     });
+  });
+
+  it('refuses a source DATA_DIR that holds no store (a mistyped path), and creates nothing there', async () => {
+    const dataDir = join(emptyDataDir(), 'mistyped');
+    const failed = await runCli(['store', 'copy', '--to', join(emptyDataDir(), 'backup')], { DATA_DIR: dataDir });
+    expect(failed.code).toBe(REFUSED);
+    expect(failed.stderr).toMatch(/^gatehouse: DATA_DIR: cannot open the store: .*does not exist: there is no embedded store in /);
+    expect(existsSync(dataDir)).toBe(false);
   });
 
   it('refuses the configured store itself and an unknown scheme, before touching anything', async () => {

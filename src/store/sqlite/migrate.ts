@@ -30,3 +30,10 @@ export function migrateSqlite(db: DatabaseSync, migrations: readonly SqliteMigra
     return pending.map((m) => m.version);
   });
 }
+
+/** Whether `db`'s schema is exactly this build's: a store read without migrating must be. */
+export function schemaIsCurrent(db: DatabaseSync, migrations: readonly SqliteMigration[] = sqliteMigrations): boolean {
+  const known = Math.max(0, ...migrations.map((m) => m.version));
+  const row = db.prepare("SELECT max(version) AS version FROM schema_migrations").get();
+  return Number(row?.version ?? 0) === known;
+}

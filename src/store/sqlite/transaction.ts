@@ -20,6 +20,8 @@ function between<T>(db: DatabaseSync, begin: string, fn: () => T): T {
   db.exec(begin);
   try {
     const result = fn();
+    // An awaited body would commit before its work is done and let other calls in between.
+    if (typeof (result as { then?: unknown } | null)?.then === 'function') throw new Error('an SQLite transaction body must be synchronous');
     db.exec('COMMIT');
     return result;
   } catch (error) {

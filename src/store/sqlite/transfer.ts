@@ -1,5 +1,5 @@
 import type { DatabaseSync } from 'node:sqlite';
-import { StoreNotEmptyError, type StoreData } from '../store.ts';
+import { describeHoldings, StoreNotEmptyError, type StoreData } from '../store.ts';
 import {
   apiKeyParameters,
   auditParameters,
@@ -62,18 +62,7 @@ export function importSqlite(db: DatabaseSync, data: StoreData): void {
   });
 }
 
-const TABLES = [
-  ['admins', 'admin'],
-  ['api_keys', 'API key'],
-  ['audit_events', 'audit event'],
-  ['settings', 'setting'],
-] as const;
-
 /** What the store holds, in words ("1 admin, 3 API keys"), or null when it holds nothing. */
 function contents(db: DatabaseSync): string | null {
-  const held = TABLES.flatMap(([table, noun]) => {
-    const count = Number(db.prepare(`SELECT count(*) AS n FROM ${table}`).get()?.n ?? 0);
-    return count === 0 ? [] : [`${count} ${noun}${count === 1 ? '' : 's'}`];
-  });
-  return held.length === 0 ? null : held.join(', ');
+  return describeHoldings((table) => Number(db.prepare(`SELECT count(*) AS n FROM ${table}`).get()?.n ?? 0));
 }
