@@ -26,7 +26,7 @@ function answerView(response: Response, text: string): { status: number; headers
   return { status: response.status, headers, body: text };
 }
 
-describe('fast lane (spawned gateway, recording origin)', () => {
+describe('the one door, cold and cached (spawned gateway, recording origin)', () => {
   let f: ProxyFixture;
 
   beforeAll(async () => {
@@ -52,7 +52,7 @@ describe('fast lane (spawned gateway, recording origin)', () => {
 
   const events = (agent: number) => `/api/v1/agents/${agent}/events`;
 
-  it('a key\'s cold request (fastify) and its cached ones (the lane) reach the upstream, and answer the client, identically', async () => {
+  it('a key\'s cold request (store read, argon2id) and its cached ones reach the upstream, and answer the client, identically', async () => {
     const { key } = await f.key({ scopes: ['events:write'], agent_id: 7 });
     const target = `${events(7)}?source=lane&x=%2F&y=a%20b`;
     const runs = [];
@@ -111,8 +111,8 @@ describe('fast lane (spawned gateway, recording origin)', () => {
 
     expect((await request(`${f.gateway.url}/api/v1/api-keys/${id}`, { method: 'DELETE', token: f.admin })).status).toBe(204);
     f.origin.clear();
-    // The first refusal reads the key's state again (fastify decides it); the state is then cached,
-    // so the next is refused from memory by the lane and handed to fastify to answer.
+    // The first refusal reads the key's state again (after its eviction); the state is then
+    // cached, so the next is refused from memory, by the same pipeline.
     const refusals = [await decided(() => send()), await decided(() => send('trace-revoked'))];
     expect(refusals.map((refusal) => refusal.decided.cacheHits)).toEqual([0, 1]);
     for (const { result: refused } of refusals) {
