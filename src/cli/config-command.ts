@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { SECRET_VARIABLES, envSchema, type Env } from '../config/env.ts';
 import { loadConfig, type Config } from '../config/load.ts';
 import { MCP_TOOLS_FILE, ROUTES_FILE } from '../config/tables.ts';
+import { redactDatabaseUrl } from '../store/database-url.ts';
 import { EXIT_OK, type Command } from './command.ts';
 import { printJson, printTable } from './output.ts';
 
@@ -79,12 +80,8 @@ export function effectiveConfig(config: Config, source: Record<string, string | 
 /** A URL keeps its shape with the password masked (`postgres://gh:***@db/gh`); anything else is masked whole. */
 function mask(value: string): string {
   try {
-    const url = new URL(value);
-    if (!url.host) return '***';
-    if (url.password) url.password = '***';
-    // libpq also takes the password as a parameter (`?password=…`).
-    for (const name of [...url.searchParams.keys()]) if (/pass|secret|key/i.test(name)) url.searchParams.set(name, '***');
-    return url.toString();
+    if (!new URL(value).host) return '***';
+    return redactDatabaseUrl(value);
   } catch {
     return '***';
   }

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Env } from '../config/env.ts';
 import { loadConfig } from '../config/load.ts';
 import { StoreNotEmptyError, type Store, type StoreData } from '../store/store.ts';
+import { redactDatabaseUrl } from '../store/database-url.ts';
 import { EXIT_OK, RefusedError, UsageError, requiredString, type Command } from './command.ts';
 import { withStore } from './context.ts';
 import { printJson } from './output.ts';
@@ -41,7 +42,7 @@ export function sourceOf(env: Pick<Env, 'DATABASE_URL' | 'DATA_DIR'>): StoreLoca
 
 /** For people: which store, never a password (`postgres://gh:***@db/gh`). */
 export function describeLocation(location: StoreLocation): string {
-  return location.kind === 'postgres' ? `PostgreSQL at ${redact(location.url)}` : `the embedded store in ${location.dir}`;
+  return location.kind === 'postgres' ? `PostgreSQL at ${redactDatabaseUrl(location.url)}` : `the embedded store in ${location.dir}`;
 }
 
 /**
@@ -61,14 +62,6 @@ function canonicalDir(dir: string): string {
 function databaseOf(url: string): string {
   const parsed = new URL(url);
   return `${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname}`;
-}
-
-function redact(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password) parsed.password = '***';
-  // libpq also takes the password as a parameter (`?password=…`).
-  for (const name of [...parsed.searchParams.keys()]) if (/pass|secret|key/i.test(name)) parsed.searchParams.set(name, '***');
-  return parsed.toString();
 }
 
 /** Removes a URL's password from a message, raw and decoded, in case a driver quoted it. */

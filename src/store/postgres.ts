@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { redactDatabaseUrl } from './database-url.ts';
 import type { SqlExecutor, SqlSession } from './sql.ts';
 
 // Ids and counts are int8; pg returns them as strings by default. Ours never near 2^53, so
@@ -25,7 +26,7 @@ export async function connectPostgres(url: string, poolSize: number): Promise<Sq
     await pool.end().catch(() => {});
     const reason = error instanceof Error ? error.message : String(error);
     const scrub = (text: string) => (password ? text.replaceAll(password, '***') : text);
-    throw new Error(`cannot connect to PostgreSQL at ${scrub(redact(url))}: ${scrub(reason)}`, { cause: error });
+    throw new Error(`cannot connect to PostgreSQL at ${scrub(redactDatabaseUrl(url))}: ${scrub(reason)}`, { cause: error });
   }
   return {
     kind: 'postgres',
@@ -60,10 +61,4 @@ function session(on: pg.Pool | pg.PoolClient): SqlSession {
       await on.query(script);
     },
   };
-}
-
-function redact(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password) parsed.password = '***';
-  return parsed.toString();
 }

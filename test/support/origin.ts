@@ -77,13 +77,7 @@ export async function startOrigin(): Promise<Origin> {
     received,
     receivedAt: (path) => received.filter((request) => request.url.startsWith(path)),
     clear: () => void received.splice(0),
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets.clients) socket.terminate();
-        sockets.close();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => closeWithSockets(server, sockets),
   };
 }
 
@@ -105,4 +99,14 @@ export async function receivedBeforeBarrier(origin: Origin, gatewayUrl: string, 
   const at = origin.received.findIndex((request) => request.body.includes(marker));
   if (at === -1) throw new Error('the barrier request was answered but never reached the origin');
   return origin.received.slice(0, at);
+}
+
+/** Ends a test server at once: its WebSockets, its open connections, then the listener. */
+export function closeWithSockets(server: Server, sockets: WebSocketServer): Promise<void> {
+  return new Promise<void>((resolve) => {
+    for (const socket of sockets.clients) socket.terminate();
+    sockets.close();
+    server.closeAllConnections();
+    server.close(() => resolve());
+  });
 }

@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { expect, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { PROTOCOL_VERSION } from './mcp.ts';
+import { closeWithSockets } from './origin.ts';
 
 /**
  * An upstream that holds its answers open, for the "holding under abuse" tests:
@@ -82,13 +83,7 @@ export async function startStreamOrigin(): Promise<StreamOrigin> {
     open: () => open,
     events,
     hanging: () => hanging,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets.clients) socket.terminate();
-        sockets.close();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => closeWithSockets(server, sockets),
   };
 }
 
