@@ -12,7 +12,7 @@ export interface ConnectionLimits {
   requestTimeoutMs: number;
   /** `KEEP_ALIVE_TIMEOUT`: an idle keep-alive connection is closed after this. */
   keepAliveTimeoutMs: number;
-  /** `MAX_CONNECTIONS`: connections open at once (per address listened on); more are closed as they are accepted. */
+  /** `MAX_CONNECTIONS`: connections open at once, on every address together; more are closed as they are accepted. */
   maxConnections: number;
   /** How long a closing connection's late request bytes are read and dropped so its last answer arrives. */
   lingerMs: number;
@@ -44,6 +44,8 @@ export class PublicServers {
   readonly #observe: { dropped(): void };
   readonly #servers: Server[] = [];
   #door: Door | undefined;
+  /** Client connections open on all the servers together: `MAX_CONNECTIONS` bounds their sum. */
+  #open = 0;
   #furtherDrained: Promise<void> = Promise.resolve();
   #fastify: RequestListener | undefined;
 
@@ -125,6 +127,16 @@ export class PublicServers {
     server.maxConnections = limits.maxConnections;
     // Node closes a connection past maxConnections as soon as it is accepted, and says so here.
     server.on('drop', () => this.#observe.dropped());
+    // Node counts each server's connections alone; with several addresses the bound is on their sum.
+    server.on('connection', (socket: Duplex) => {
+      if (this.#open >= limits.maxConnections) {
+        socket.destroy();
+        this.#observe.dropped();
+        return;
+      }
+      this.#open++;
+      socket.once('close', () => this.#open--);
+    });
     // Fastify answers its own server's parse errors (its `clientErrorHandler` option); the further servers', this.
     if (this.#servers.length > 0) server.on('clientError', clientErrorHandler);
     server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
