@@ -17,6 +17,8 @@ import { KeyService } from './keys/key-service.ts';
 import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, EMBEDDED_USAGE_FLUSH_INTERVAL_MS, UsageRecorder } from './keys/usage-recorder.ts';
 import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
 import { createMcpHandler } from './mcp/mcp-handler.ts';
+import { RedisToolSchemas } from './mcp/redis-tool-schemas.ts';
+import { ToolParamHeaders } from './mcp/tool-param-headers.ts';
 import { MemorySessionBindings, type SessionBindings } from './mcp/session-bindings.ts';
 import { RedisSessionBindings } from './mcp/redis-session-bindings.ts';
 import { exportArgon2Stats } from './ops/argon2-metrics.ts';
@@ -86,6 +88,15 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const core = await buildCore(config, deps.store, app.log, metrics, now);
   const { redis, verifier, sessions, hasher, keys, usage, streams } = core;
   if (redis !== undefined) app.addHook('onClose', () => redis.close());
+  // The tools' mirrored parameters (Mcp-Param-*), learnt by the MCP handler from the lists it relays (shared by replicas
+  // through Redis), checked by the pipeline.
+  const toolHeaders = new ToolParamHeaders({
+    callable: new Set(config.tables.mcp.tools.keys()),
+    shared:
+      redis === undefined
+        ? undefined
+        : new RedisToolSchemas({ redis: redis.commands, prefix: redis.prefix, onError: (error) => app.log.debug({ err: error }, 'MCP tool schemas kept in this replica only') }),
+  });
   const pipeline = new RequestPipeline({
     routes: compileRoutes(config.tables),
     tables: config.tables,
@@ -94,9 +105,10 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     now,
     usage,
     observe: ({ allowed, code, credential, route, seconds }) => metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
+    mcp: { allowedOrigins: new Set(config.env.MCP_ALLOWED_ORIGINS), toolHeaders },
   });
   await registerEndpoints(app, { config, store: deps.store, now, metrics, login: core.login, keys, guard: pipeline });
-  const door = buildDoor(config, app, { pipeline, streams, metrics, redis, ownEndpoints, drained: () => servers.furtherDrained() });
+  const door = buildDoor(config, app, { pipeline, streams, metrics, redis, ownEndpoints, toolHeaders, drained: () => servers.furtherDrained() });
   servers.route(door);
   app.addHook('preClose', (done) => {
     // Fastify answers 503 from now on and stops its server accepting; the further servers stop with it.
@@ -259,6 +271,7 @@ function buildDoor(
     metrics: Metrics;
     redis: RedisTier | undefined;
     ownEndpoints: OwnEndpoints;
+    toolHeaders: ToolParamHeaders;
     /** Resolves once the further servers' requests have ended: the upstream stays open until then. */
     drained: () => Promise<void>;
   },
@@ -297,6 +310,7 @@ function buildDoor(
     licence: config.licence,
     pipeline,
     grants: new ToolGrants(config.tables),
+    toolHeaders: parts.toolHeaders,
     identity,
     bindings,
     log: app.log,

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
-import { createMcpServer, jsonRpcError } from './streamable-http.ts';
+import { SESSION_NOT_FOUND, sendCanned } from './json-rpc.ts';
+import { createMcpServer } from './streamable-http.ts';
 import type { ToolCallSink } from './tools.ts';
 
 /**
@@ -31,11 +32,7 @@ export function createLegacySseEndpoint(messagesPath: string, record: ToolCallSi
     async postMessage(request, response, body) {
       const url = new URL(request.url ?? '/', 'http://platform.invalid');
       const session = sessions.get(url.searchParams.get('sessionId') ?? '');
-      if (session === undefined) {
-        response.writeHead(404, { 'content-type': 'application/json' });
-        response.end(JSON.stringify(jsonRpcError(-32001, 'Session not found')));
-        return;
-      }
+      if (session === undefined) return sendCanned(response, SESSION_NOT_FOUND);
       await session.transport.handlePostMessage(request, response, body);
     },
     async close() {

@@ -1,8 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { flattenHeaders, headersWithPrefix } from './headers.ts';
+import { jsonRpcError } from './json-rpc.ts';
 import { createLegacySseEndpoint } from './legacy-sse.ts';
-import { createStreamableHttpEndpoint, jsonRpcError } from './streamable-http.ts';
+import { createV2StreamableHttpEndpoint } from './mcp-v2.ts';
+import { createStreamableHttpEndpoint } from './streamable-http.ts';
 import type { RecordedToolCall } from './tools.ts';
 
 export { PLATFORM_TOOL_NAMES, type PlatformToolName, type RecordedToolCall } from './tools.ts';
@@ -14,11 +16,21 @@ export interface PlatformOptions {
   host?: string;
   /** Streamable HTTP MCP endpoint. Default `/mcp`. */
   mcpPath?: string;
+  /**
+   * The MCP SDK generation serving the nine tools on the MCP path. `v1` (default):
+   * `@modelcontextprotocol/sdk` 1.x, the 2025 protocol era (`initialize`). `v2`:
+   * `@modelcontextprotocol/server` 2.x, the 2025 era and the 2026-07-28 era (`server/discover`,
+   * no sessions) on the same path (mcp-v2.ts); it has no legacy HTTP+SSE transport.
+   */
+  sdk?: 'v1' | 'v2';
   /** `json` (default): `enableJsonResponse`, answers are application/json; `sse`: answers are text/event-stream. */
   sseMode?: 'json' | 'sse';
-  /** Default true: `Mcp-Session-Id` sessions. False: stateless, no session id, GET/DELETE on the MCP path answer 405. */
+  /**
+   * Default true: `Mcp-Session-Id` sessions. False: stateless, no session id, GET/DELETE on the MCP path answer 405.
+   * (With `sdk: 'v2'` this is about 2025-era clients: the 2026-07-28 era has no sessions.)
+   */
   stateful?: boolean;
-  /** Legacy HTTP+SSE transport, served only when both paths are given. */
+  /** Legacy HTTP+SSE transport, served only when both paths are given (and only with `sdk: 'v1'`). */
   legacySsePath?: string;
   legacyMessagesPath?: string;
   /** Default false: one line per event and tool call on stdout. */
@@ -74,8 +86,9 @@ const SSE_INTERVAL_MS = 100;
 
 /**
  * The example agent platform: the upstream behind the gateway in the demo, the end-to-end
- * tests and the benchmark. Events sink, MCP server (nine tools), legacy SSE transport and
- * a catch-all "dashboard", on one node:http server that records what it receives.
+ * tests and the benchmark. Events sink, MCP server (nine tools, either SDK generation),
+ * legacy SSE transport and a catch-all "dashboard", on one node:http server that records
+ * what it receives.
  */
 export async function startPlatform(options: PlatformOptions = {}): Promise<Platform> {
   const mcpPath = options.mcpPath ?? DEFAULT_MCP_PATH;
@@ -92,7 +105,12 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     log(`tool ${call.tool} ${JSON.stringify(call.arguments)} key=${call.headers['x-auth-key-id'] ?? '-'}`);
   };
 
-  const mcp = createStreamableHttpEndpoint({ sseMode: options.sseMode ?? 'json', stateful: options.stateful ?? true, record: recordToolCall });
+  const sdk = options.sdk ?? 'v1';
+  if (sdk === 'v2' && (options.legacySsePath !== undefined || options.legacyMessagesPath !== undefined)) {
+    throw new Error('example platform: the v2 SDK serves no legacy HTTP+SSE transport (legacySsePath/legacyMessagesPath need sdk: v1)');
+  }
+  const endpointOptions = { sseMode: options.sseMode ?? 'json', stateful: options.stateful ?? true, record: recordToolCall } as const;
+  const mcp = sdk === 'v2' ? createV2StreamableHttpEndpoint(endpointOptions) : createStreamableHttpEndpoint(endpointOptions);
   const legacy =
     options.legacySsePath !== undefined && options.legacyMessagesPath !== undefined
       ? { ssePath: options.legacySsePath, messagesPath: options.legacyMessagesPath, endpoint: createLegacySseEndpoint(options.legacyMessagesPath, recordToolCall) }
@@ -105,7 +123,7 @@ export async function startPlatform(options: PlatformOptions = {}): Promise<Plat
     if (path === mcpPath) {
       const message = parseJsonRpc(method, body);
       if (message === undefined) return sendJson(response, 400, PARSE_ERROR);
-      return mcp.handle(request, response, message.value);
+      return mcp.handle(request, response, message.value, body);
     }
     if (legacy !== undefined && path === legacy.ssePath && method === 'GET') return legacy.endpoint.openStream(response);
     if (legacy !== undefined && path === legacy.messagesPath && method === 'POST') {

@@ -3,7 +3,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import { registerPlatformTools, type ToolCallSink } from './tools.ts';
+import { flattenHeaders } from './headers.ts';
+import { NO_SESSION, SESSION_NOT_FOUND, STATELESS_POST_ONLY, sendCanned } from './json-rpc.ts';
+import { PLATFORM_TOOL_NAMES, platformTool, runPlatformTool, type ToolCallSink } from './tools.ts';
 
 export interface StreamableHttpOptions {
   /** `json`: `enableJsonResponse` (one application/json answer); `sse`: a text/event-stream per POST. */
@@ -13,15 +15,23 @@ export interface StreamableHttpOptions {
   record: ToolCallSink;
 }
 
-/** The MCP Streamable HTTP endpoint: `handle` takes a request whose body was already read and parsed. */
+/**
+ * The MCP Streamable HTTP endpoint: `handle` takes a request whose body was already read,
+ * parsed (`body`, undefined when there is none) and as received (`raw`).
+ */
 export interface StreamableHttpEndpoint {
-  handle(request: IncomingMessage, response: ServerResponse, body: unknown): Promise<void>;
+  handle(request: IncomingMessage, response: ServerResponse, body: unknown, raw: string): Promise<void>;
   close(): Promise<void>;
 }
 
+/** The `@modelcontextprotocol/sdk` 1.x server with the nine tools (mcp-v2.ts has the 2.x one). */
 export function createMcpServer(record: ToolCallSink): McpServer {
   const server = new McpServer({ name: 'example-agent-platform', version: '1.0.0' });
-  registerPlatformTools(server, record);
+  for (const name of PLATFORM_TOOL_NAMES) {
+    server.registerTool(name, platformTool(name), (args: Record<string, unknown>, extra) =>
+      runPlatformTool(name, args, { headers: flattenHeaders(extra.requestInfo?.headers ?? {}), sessionId: extra.sessionId }, record),
+    );
+  }
   return server;
 }
 
@@ -35,12 +45,7 @@ function statelessEndpoint(options: StreamableHttpOptions): StreamableHttpEndpoi
   const open = new Set<McpServer>();
   return {
     async handle(request, response, body) {
-      if (request.method !== 'POST') {
-        // No session, so no standalone GET stream and nothing to DELETE.
-        response.writeHead(405, { allow: 'POST', 'content-type': 'application/json' });
-        response.end(JSON.stringify(jsonRpcError(-32000, 'Method not allowed.')));
-        return;
-      }
+      if (request.method !== 'POST') return sendCanned(response, STATELESS_POST_ONLY);
       const server = createMcpServer(options.record);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: options.sseMode === 'json' });
       open.add(server);
@@ -64,19 +69,11 @@ function statefulEndpoint(options: StreamableHttpOptions): StreamableHttpEndpoin
       const sessionId = request.headers['mcp-session-id'];
       if (typeof sessionId === 'string') {
         const session = sessions.get(sessionId);
-        if (session === undefined) {
-          response.writeHead(404, { 'content-type': 'application/json' });
-          response.end(JSON.stringify(jsonRpcError(-32001, 'Session not found')));
-          return;
-        }
+        if (session === undefined) return sendCanned(response, SESSION_NOT_FOUND);
         await session.transport.handleRequest(request, response, body);
         return;
       }
-      if (request.method !== 'POST' || !isInitializeRequest(body)) {
-        response.writeHead(400, { 'content-type': 'application/json' });
-        response.end(JSON.stringify(jsonRpcError(-32000, 'Bad Request: No valid session ID provided')));
-        return;
-      }
+      if (request.method !== 'POST' || !isInitializeRequest(body)) return sendCanned(response, NO_SESSION);
       const server = createMcpServer(options.record);
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
@@ -97,8 +94,4 @@ function statefulEndpoint(options: StreamableHttpOptions): StreamableHttpEndpoin
       await Promise.all(open.map(({ server }) => server.close()));
     },
   };
-}
-
-export function jsonRpcError(code: number, message: string, id: string | number | null = null): object {
-  return { jsonrpc: '2.0', error: { code, message }, id };
 }

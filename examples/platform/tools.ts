@@ -1,6 +1,4 @@
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { flattenHeaders } from './headers.ts';
 
 /** One execution of a tool, as the platform itself saw it. */
 export interface RecordedToolCall {
@@ -31,6 +29,13 @@ export const PLATFORM_TOOL_NAMES = [
 export type PlatformToolName = (typeof PLATFORM_TOOL_NAMES)[number];
 
 const agentId = z.number().int().positive().optional().describe('The agent acting; defaults to the caller\'s bound agent');
+
+/**
+ * get_agent_status's own `agent_id`, mirrored into `Mcp-Param-Agent-Id` by 2026-07-28 clients
+ * (Streamable HTTP, "Custom Headers from Tool Parameters"): `.meta()` puts `x-mcp-header` into
+ * the JSON Schema both SDKs list. Not on the shared `agentId`: one annotated tool is enough.
+ */
+const mirroredAgentId = agentId.meta({ 'x-mcp-header': 'Agent-Id' });
 
 interface ToolDefinition {
   description: string;
@@ -77,7 +82,7 @@ const TOOLS: Record<PlatformToolName, ToolDefinition> = {
   },
   get_agent_status: {
     description: 'Get the status of one agent.',
-    inputSchema: { agent_id: agentId },
+    inputSchema: { agent_id: mirroredAgentId },
     result: (_args, agent) => ({ agent_id: agent, status: AGENTS.find((a) => a.agent_id === agent)?.status ?? 'active', active_calls: 0 }),
   },
   record_event: {
@@ -102,17 +107,33 @@ const TOOLS: Record<PlatformToolName, ToolDefinition> = {
   },
 };
 
-/** Registers the nine platform tools on `server`; every execution is reported to `record` first. */
-export function registerPlatformTools(server: McpServer, record: ToolCallSink): void {
-  for (const name of PLATFORM_TOOL_NAMES) {
-    const tool = TOOLS[name];
-    server.registerTool(name, { description: tool.description, inputSchema: tool.inputSchema }, (args: Record<string, unknown>, extra) => {
-      const headers = flattenHeaders(extra.requestInfo?.headers ?? {});
-      record({ tool: name, arguments: args, at: new Date(), headers, ...(extra.sessionId === undefined ? {} : { sessionId: extra.sessionId }) });
-      const result = tool.result(args, callerAgentId(args, headers));
-      return { content: [{ type: 'text', text: JSON.stringify(result) }] };
-    });
-  }
+/** A tool's description and input schema, the same for both SDK generations (a Zod raw shape). */
+export interface PlatformToolSpec {
+  description: string;
+  inputSchema: z.ZodRawShape;
+}
+
+export function platformTool(name: PlatformToolName): PlatformToolSpec {
+  const { description, inputSchema } = TOOLS[name];
+  return { description, inputSchema };
+}
+
+/** What the SDK tells a tool handler about the HTTP request that carried the call. */
+export interface ToolCallContext {
+  headers: Record<string, string | undefined>;
+  sessionId?: string | undefined;
+}
+
+/** Runs one tool for either SDK's handler: the call is reported to `record` first, then answered. */
+export function runPlatformTool(
+  name: PlatformToolName,
+  args: Record<string, unknown>,
+  { headers, sessionId }: ToolCallContext,
+  record: ToolCallSink,
+): { content: Array<{ type: 'text'; text: string }> } {
+  record({ tool: name, arguments: args, at: new Date(), headers, ...(sessionId === undefined ? {} : { sessionId }) });
+  const result = TOOLS[name].result(args, callerAgentId(args, headers));
+  return { content: [{ type: 'text', text: JSON.stringify(result) }] };
 }
 
 function callerAgentId(args: Record<string, unknown>, headers: Record<string, string | undefined>): number {

@@ -64,6 +64,30 @@ const featureList = z.string().transform((text, ctx) => {
   }
   return [...new Set(entries)] as LicensedFeature[];
 });
+/** Serialised origins (`https://app.example:8443`), kept as a browser sends them (lower case, no default port); a path or anything more is refused. */
+const originList = z.string().transform((text, ctx) => {
+  const origins = new Set<string>();
+  for (const entry of text.split(',').map((part) => part.trim()).filter(Boolean)) {
+    const origin = originOf(entry);
+    if (origin === undefined) {
+      ctx.addIssue({ code: 'custom', message: `"${entry}" is not an origin (scheme://host[:port], nothing after it)` });
+      return z.NEVER;
+    }
+    origins.add(origin);
+  }
+  return [...origins];
+});
+
+function originOf(entry: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(entry);
+  } catch {
+    return undefined;
+  }
+  const bare = url.pathname === '/' && url.search === '' && url.hash === '' && url.username === '' && url.password === '' && !/^[^:]+:\/\/[^/]*\/./.test(entry);
+  return bare && url.origin !== 'null' ? url.origin : undefined;
+}
 const optional = <T extends z.ZodType>(schema: T) => schema.optional();
 
 /** Every environment variable Gatehouse reads, with its default; see docs/configuration.md. An empty value counts as unset. */
@@ -86,6 +110,8 @@ export const envSchema = z.object({
   MCP_PATH: path.default(DEFAULTS.MCP_PATH),
   MCP_SSE_PATH: optional(path),
   MCP_MESSAGES_PATH: optional(path),
+  /** Browser origins allowed on the MCP paths; a request with any other `Origin` is 403 (DNS rebinding). */
+  MCP_ALLOWED_ORIGINS: originList.prefault(''),
   FORWARD_AUTHORIZATION: bool.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default(DEFAULTS.LOG_LEVEL),
   BODY_LIMIT: positiveInt.default(DEFAULTS.BODY_LIMIT),

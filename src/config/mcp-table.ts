@@ -34,6 +34,15 @@ export interface McpTable {
   readonly responses: MethodRule;
 }
 
+/**
+ * Methods without which a client of some revision cannot connect: the handshake and its
+ * notification (2024-11-05 … 2025-11-25), `ping`, and `server/discover` (2026-07-28, which a
+ * client in `auto` mode sends first to learn the revision). Every table opens them to any
+ * `mcp:` scope (docs/mcp.md, "Protocol revisions"), so that a key reaches the refusal that
+ * explains itself instead of failing to connect; a table may list them only as `any_mcp`.
+ */
+export const CONNECTION_METHODS: readonly string[] = Object.freeze(['initialize', 'notifications/initialized', 'ping', 'server/discover']);
+
 const RPC_METHOD = /^[A-Za-z0-9_$.-]+(?:\/[A-Za-z0-9_$.-]+)*(?:\/\*)?$/;
 
 type Scopes = ReadonlyMap<string, McpScope>;
@@ -140,9 +149,14 @@ function compileMethods(
       problems.push({ field, message: parsed.problem });
       continue;
     }
+    if (CONNECTION_METHODS.includes(name) && parsed.rule !== 'any_mcp') {
+      problems.push({ field, message: `${name} is needed to connect: it is always any_mcp` });
+      continue;
+    }
     if (name.endsWith('/*')) methodPrefixes.push({ prefix: name.slice(0, -1), rule: parsed.rule });
     else methods.set(name, parsed.rule);
   }
+  for (const name of CONNECTION_METHODS) if (!methods.has(name)) methods.set(name, 'any_mcp');
   methodPrefixes.sort((a, b) => b.prefix.length - a.prefix.length);
   return { methods, methodPrefixes };
 }

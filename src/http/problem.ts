@@ -40,12 +40,16 @@ export function problemFor(error: GatewayError, instance?: string): Problem {
   return { status, headers, body };
 }
 
+/** 403s that no other credential or scope would change: a challenge would send a client (the MCP SDK's step-up) after one. */
+const NO_CHALLENGE: ReadonlySet<ErrorCode> = new Set(['origin_not_allowed', 'method_not_allowed_for_key']);
+
 function wwwAuthenticate(error: GatewayError): string | undefined {
   if (error.status === 401) {
     if (error.code === 'missing_credential') return 'Bearer realm="gatehouse"';
     return `Bearer realm="gatehouse", error="invalid_token", error_description="${quote(error.message)}"`;
   }
-  if (error.status === 403) {
+  // Not about what the credential may do: a page's origin, or client responses no scope opens.
+  if (error.status === 403 && !NO_CHALLENGE.has(error.code)) {
     const scope = error.scope ? `, scope="${quote(error.scope)}"` : '';
     return `Bearer realm="gatehouse", error="insufficient_scope"${scope}`;
   }

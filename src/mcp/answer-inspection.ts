@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors/gateway-error.ts';
 import { parseStrictJson } from './json-rpc-body.ts';
-import { filterToolsList, toolsListShape } from './tools-list-filter.ts';
+import { filterToolsList, toolsListShape, type ToolsSeen } from './tools-list-filter.ts';
 
 /**
  * A JSON answer of the upstream on an MCP path (a whole body, or the data of one event),
@@ -20,6 +20,8 @@ export interface AnswerRules {
    * not known (an event stream opened by a GET): then every tools list is filtered by shape.
    */
   readonly toolsListIds: ReadonlySet<unknown> | undefined;
+  /** Told of the tools each list passes on. */
+  readonly seen?: ToolsSeen | undefined;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -78,7 +80,7 @@ export function inspectAnswerText(text: string, rules: AnswerRules): AnswerInspe
     const problem = problemOf(value, rules);
     if (problem !== undefined) return refused(problem);
   }
-  return { ok: true, serialized: JSON.stringify(filterToolsList(value, rules.allowed)) };
+  return { ok: true, serialized: JSON.stringify(filterToolsList(value, rules.allowed, rules.seen)) };
 }
 
 /** Why a message cannot be passed on, or undefined. */

@@ -11,6 +11,7 @@ import { streamEvents } from './event-stream-relay.ts';
 import type { Exchange, ExchangeReplies } from './mcp-exchange.ts';
 import { answerTypeOf } from './media-type.ts';
 import type { SessionGate } from './session-gate.ts';
+import type { ToolParamHeaders } from './tool-param-headers.ts';
 import { hasNoBody, isIdentityEncoding, sendCheckedAnswer, writeAnswerHead } from './upstream-answer.ts';
 
 export interface AnswerRelayOptions {
@@ -26,6 +27,8 @@ export interface AnswerRelayOptions {
   readonly log: FastifyBaseLogger;
   /** Largest answer that is not an event stream held in memory to be inspected. */
   readonly maxFiltered: number;
+  /** Learns the tools' mirrored parameters from the lists passed on. */
+  readonly toolHeaders: ToolParamHeaders;
 }
 
 const NO_IDS: ReadonlySet<unknown> = new Set();
@@ -38,9 +41,11 @@ const NO_IDS: ReadonlySet<unknown> = new Set();
 export class AnswerRelay {
   readonly #options: AnswerRelayOptions;
   readonly #rewriteHeaders: ReturnType<typeof upstreamHeaderRewriter>;
+  readonly #seen: (tools: readonly unknown[]) => void;
 
   constructor(options: AnswerRelayOptions) {
     this.#options = options;
+    this.#seen = (tools) => options.toolHeaders.learn(tools);
     this.#rewriteHeaders = upstreamHeaderRewriter({
       forwardAuthorization: options.forwardAuthorization,
       alsoDrop: ['content-length', 'content-type', 'content-encoding', 'accept-encoding'],
@@ -142,7 +147,7 @@ export class AnswerRelay {
     writeAnswerHead(response, statusCode, headers, requestId);
     response.removeHeader('content-length');
     const allowed = grants.allowedTools(exchange.principal, licence);
-    streamEvents(exchange, answer, { allowed, bind: () => sessions.streamBinding(exchange), log });
+    streamEvents(exchange, answer, { allowed, bind: () => sessions.streamBinding(exchange), log, seen: this.#seen });
   }
 
   /** Any other answer, read whole: the session booked (only when it changes: no promise otherwise), then checked and sent. */
@@ -151,7 +156,7 @@ export class AnswerRelay {
     const send = () => {
       const toolsListIds = exchange.body === undefined ? NO_IDS : toolsListIdsOf(exchange.body.messages);
       const allowed = grants.allowedTools(exchange.principal, licence);
-      sendCheckedAnswer(exchange.response, exchange.requestId, answer, { rules: { allowed, toolsListIds }, acknowledgements: exchange.transport === 'messages' });
+      sendCheckedAnswer(exchange.response, exchange.requestId, answer, { rules: { allowed, toolsListIds, seen: this.#seen }, acknowledgements: exchange.transport === 'messages' });
     };
     if (!sessions.changes(exchange, answer.statusCode, answer.headers)) {
       send();

@@ -5,6 +5,7 @@ import { toolsListIdsOf } from './answer-inspection.ts';
 import type { Exchange } from './mcp-exchange.ts';
 import type { StreamBinding } from './session-gate.ts';
 import { createSseFilter } from './sse-filter.ts';
+import type { ToolsSeen } from './tools-list-filter.ts';
 
 export interface EventStreamRelay {
   /** The tools the key may call. */
@@ -12,16 +13,19 @@ export interface EventStreamRelay {
   /** The stream's session, kept bound while it is open (and, on the legacy transport, bound by its endpoint event); made once the stream is piped, so nothing is left running if it never is. */
   readonly bind: () => StreamBinding;
   readonly log: FastifyBaseLogger;
+  /** Told of the tools each list passes on. */
+  readonly seen: ToolsSeen;
 }
 
 /**
  * Pipes an upstream event stream, whose head the client already has, through the SSE filter
  * to the client: every event checked as it comes, tools lists filtered to the key's tools.
  */
-export function streamEvents(exchange: Exchange, answer: UpstreamResponse, { allowed, bind, log }: EventStreamRelay): void {
+export function streamEvents(exchange: Exchange, answer: UpstreamResponse, { allowed, bind, log, seen }: EventStreamRelay): void {
   let dropped = 0;
   const filter = createSseFilter({
     allowed,
+    seen,
     // A POST's stream answers the posted requests only; a GET's may carry answers to any (a resumed stream, the legacy transport).
     toolsListIds: exchange.body === undefined ? undefined : toolsListIdsOf(exchange.body.messages),
     // The first drop is logged with its reason; the rest are counted and logged once when the

@@ -62,10 +62,16 @@ export class ExchangeReplies {
     }
   }
 
-  /** A refusal of the request's method, body, messages or session: nothing was forwarded. */
+  /** A refusal of the request's method, headers, body, messages or session: nothing was forwarded, and one line says why. */
   refuse(exchange: Exchange, refusal: McpRefusal): void {
     this.observe(exchange, false, refusal.code);
-    this.#send(exchange, mcpRefusalResponse(refusal, exchange.body?.messages, exchange.body?.batch));
+    const revision = exchange.request.headers['mcp-protocol-version'];
+    const answer = mcpRefusalResponse(refusal, exchange.body?.messages, exchange.body?.batch, {
+      revision: typeof revision === 'string' ? revision : undefined,
+      answersOnStream: exchange.transport === 'messages',
+    });
+    this.#log.info({ reqId: exchange.requestId, code: refusal.code, status: answer.status }, 'request refused');
+    this.#send(exchange, answer);
   }
 
   /**
@@ -92,7 +98,9 @@ export class ExchangeReplies {
     const gatewayError = toGatewayError(error as Error);
     if (gatewayError.status >= 500) this.#log.error({ reqId: exchange.requestId, err: error }, 'MCP request failed');
     for (const name of response.getHeaderNames()) response.removeHeader(name);
-    this.#send(exchange, mcpRequestRefusal(gatewayError));
+    const answer = mcpRequestRefusal(gatewayError);
+    if (gatewayError.status < 500) this.#log.info({ reqId: exchange.requestId, code: gatewayError.code, status: answer.status }, 'request refused');
+    this.#send(exchange, answer);
   }
 
   #send({ request, response, requestId }: Exchange, answer: McpRefusalResponse): void {

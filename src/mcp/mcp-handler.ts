@@ -17,6 +17,7 @@ import { ExchangeReplies, type Exchange, type ExchangeStep } from './mcp-exchang
 import { RequestReading } from './request-reading.ts';
 import type { SessionBindings } from './session-bindings.ts';
 import { SessionGate } from './session-gate.ts';
+import type { ToolParamHeaders } from './tool-param-headers.ts';
 
 export interface McpOptions {
   /** The one way to the upstream, shared with the generic forwarding. */
@@ -32,6 +33,8 @@ export interface McpOptions {
   pipeline: RequestPipeline;
   /** The tools each key may call, for filtering `tools/list` answers. */
   grants: ToolGrants;
+  /** Learns the tools' mirrored parameters (`Mcp-Param-*`) from the lists relayed, for the pipeline to check calls against. */
+  toolHeaders: ToolParamHeaders;
   identity: IdentityHeaderValues;
   bindings: SessionBindings;
   /** Failures logged with the request id (fastify's logger). */
@@ -80,6 +83,7 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     forwardAuthorization: options.forwardAuthorization,
     identity: options.identity,
     grants: options.grants,
+    toolHeaders: options.toolHeaders,
     licence: options.licence,
     streams: options.streams,
     sessions,
@@ -87,7 +91,13 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     log,
     maxFiltered: options.maxFilteredResponseBytes ?? DEFAULT_MAX_FILTERED_RESPONSE_BYTES,
   });
-  const reading = new RequestReading({ pipeline, replies, bodyLimit: options.bodyLimit, maxBatch: options.maxBatch ?? DEFAULTS.MCP_MAX_BATCH });
+  const reading = new RequestReading({
+    pipeline,
+    replies,
+    bodyLimit: options.bodyLimit,
+    maxBatch: options.maxBatch ?? DEFAULTS.MCP_MAX_BATCH,
+    toolHeaders: options.toolHeaders,
+  });
   const forward: ExchangeStep = (exchange) => relay.forward(exchange);
   const checkSession: ExchangeStep = (exchange) => sessions.check(exchange, forward);
   const read: ExchangeStep = (exchange) => reading.read(exchange, checkSession);

@@ -3,6 +3,7 @@ import { GatewayError } from '../errors/gateway-error.ts';
 import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
 import { assertJsonBodyHeaders, parseJsonRpcBody } from './json-rpc-body.ts';
 import { hasBody, type Exchange, type ExchangeReplies, type ExchangeStep } from './mcp-exchange.ts';
+import type { ToolParamHeaders } from './tool-param-headers.ts';
 
 /** What each MCP transport serves; the route table may list fewer methods (then 405), never more. */
 export const SERVED_METHODS: Record<McpTransport, readonly string[]> = {
@@ -12,14 +13,17 @@ export const SERVED_METHODS: Record<McpTransport, readonly string[]> = {
 };
 
 const EMPTY = Buffer.alloc(0);
+const PARAM_PREFIX = 'mcp-param-';
 
 export interface RequestReadingOptions {
-  readonly pipeline: Pick<RequestPipeline, 'decideMessages'>;
+  readonly pipeline: Pick<RequestPipeline, 'decideExchange'>;
   readonly replies: ExchangeReplies;
   /** Largest JSON-RPC body read, in bytes (`BODY_LIMIT`). */
   readonly bodyLimit: number;
   /** Messages one JSON-RPC batch may hold (`MCP_MAX_BATCH`). */
   readonly maxBatch: number;
+  /** The tools' mirrored parameters: one another replica learnt is fetched before a call with `Mcp-Param-*` is decided. */
+  readonly toolHeaders?: Pick<ToolParamHeaders, 'mayRecall' | 'recall'> | undefined;
 }
 
 /**
@@ -37,7 +41,7 @@ export class RequestReading {
   /** The method, then the body and every message in it: refused here, or on to `next` (the session check). */
   read(exchange: Exchange, next: ExchangeStep): void {
     const { request } = exchange;
-    const { replies } = this.#options;
+    const { replies, pipeline } = this.#options;
     const method = request.method!;
     const allowedMethods = SERVED_METHODS[exchange.transport];
     if (!allowedMethods.includes(method)) {
@@ -45,8 +49,14 @@ export class RequestReading {
       return;
     }
     if (method !== 'POST') {
-      if (hasBody(request)) replies.refuse(exchange, { code: 'bad_request', detail: `A ${method} on an MCP path has no body` });
-      else next(exchange);
+      if (hasBody(request)) {
+        replies.refuse(exchange, { code: 'bad_request', detail: `A ${method} on an MCP path has no body` });
+        return;
+      }
+      // The headers' own rules (the protocol version): a GET or DELETE carries no message.
+      const decision = pipeline.decideExchange(exchange.authorized, request);
+      if (decision.allow) next(exchange);
+      else replies.refuse(exchange, decision);
       return;
     }
     assertJsonBodyHeaders(request);
@@ -59,7 +69,33 @@ export class RequestReading {
   /** Every message of the body, decided before any of them is forwarded. */
   #decideMessages(exchange: Exchange, body: Buffer, next: ExchangeStep): void {
     exchange.body = parseJsonRpcBody(body, { maxBatch: this.#options.maxBatch });
-    const decision = this.#options.pipeline.decideMessages(exchange.authorized, exchange.body.messages);
+    const tool = this.#toolToRecall(exchange);
+    if (tool === undefined) {
+      this.#decide(exchange, next);
+      return;
+    }
+    void this.#options.toolHeaders!.recall(tool).then(() => this.#options.replies.guarded(exchange, () => this.#decide(exchange, next)));
+  }
+
+  /**
+   * A `tools/call` with `Mcp-Param-*` headers of a tool this replica has not seen listed: its
+   * schema may be known to another replica (the client listed the tools through it).
+   */
+  #toolToRecall({ body, request }: Exchange): string | undefined {
+    const headers = this.#options.toolHeaders;
+    if (headers === undefined || body === undefined || body.batch || body.messages.length !== 1) return undefined;
+    const { method, params } = body.messages[0] as { method?: unknown; params?: { name?: unknown } };
+    if (method !== 'tools/call' || typeof params?.name !== 'string' || !headers.mayRecall(params.name)) return undefined;
+    const raw = request.rawHeaders;
+    for (let index = 0; index < raw.length; index += 2) {
+      if (raw[index]!.length > PARAM_PREFIX.length && raw[index]!.toLowerCase().startsWith(PARAM_PREFIX)) return params.name;
+    }
+    return undefined;
+  }
+
+  #decide(exchange: Exchange, next: ExchangeStep): void {
+    const { messages, batch } = exchange.body!;
+    const decision = this.#options.pipeline.decideExchange(exchange.authorized, exchange.request, messages, batch);
     if (decision.allow) next(exchange);
     else this.#options.replies.refuse(exchange, decision);
   }

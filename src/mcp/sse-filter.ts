@@ -1,5 +1,6 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import { inspectAnswerText } from './answer-inspection.ts';
+import type { ToolsSeen } from './tools-list-filter.ts';
 
 /** An event bigger than this cannot be inspected in memory: the stream is ended rather than passed on unread. */
 export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
@@ -9,6 +10,8 @@ export interface SseFilterOptions {
   allowed: ReadonlySet<string>;
   /** The ids of the `tools/list` requests the stream answers; undefined when not known (a GET): see `AnswerRules`. */
   toolsListIds?: ReadonlySet<unknown> | undefined;
+  /** Told of the tools each list passes on. */
+  seen?: ToolsSeen | undefined;
   /** Told of every event dropped, and why. */
   onDropped?: (reason: string) => void;
   /**
@@ -104,7 +107,7 @@ async function dispatch(lines: readonly string[], options: SseFilterOptions): Pr
     await options.onEndpoint(data);
     return eventOf(kept, data);
   }
-  const inspection = inspectAnswerText(data, { allowed: options.allowed, toolsListIds: options.toolsListIds });
+  const inspection = inspectAnswerText(data, { allowed: options.allowed, toolsListIds: options.toolsListIds, seen: options.seen });
   if (!inspection.ok) {
     options.onDropped?.(inspection.reason);
     return '';

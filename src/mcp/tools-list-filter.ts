@@ -23,27 +23,43 @@ export function toolsListShape(message: unknown): ToolsListShape {
   return Array.isArray(result.tools) ? 'list' : 'none';
 }
 
-/** The message (or batch) with every `result.tools` filtered; the same value when nothing was removed. */
-export function filterToolsList(value: unknown, allowed: ReadonlySet<string>): unknown {
+/** Told of the tools a list passes on (the mirrored parameters of their schemas are learnt from them). */
+export type ToolsSeen = (tools: readonly unknown[]) => void;
+
+/**
+ * The message (or batch) with every `result.tools` filtered; the same value when nothing
+ * changed. A list answered to one key is that key's alone: where the revision has cache
+ * hints (2026-07-28, `cacheScope`), the result is marked `private`, so that no shared cache
+ * serves it to another.
+ */
+export function filterToolsList(value: unknown, allowed: ReadonlySet<string>, seen?: ToolsSeen): unknown {
   if (Array.isArray(value)) {
     let changed = false;
     const filtered = value.map((element) => {
-      const next = filterMessage(element, allowed);
+      const next = filterMessage(element, allowed, seen);
       if (next !== element) changed = true;
       return next;
     });
     return changed ? filtered : value;
   }
-  return filterMessage(value, allowed);
+  return filterMessage(value, allowed, seen);
 }
 
-function filterMessage(message: unknown, allowed: ReadonlySet<string>): unknown {
+function filterMessage(message: unknown, allowed: ReadonlySet<string>, seen: ToolsSeen | undefined): unknown {
   if (!isPlainObject(message) || !isPlainObject(message.result)) return message;
-  const { tools } = message.result;
+  const { result } = message;
+  const { tools } = result;
   if (!Array.isArray(tools)) return message;
   const kept = tools.filter((tool) => isPlainObject(tool) && typeof tool.name === 'string' && allowed.has(tool.name) && !hasCaseVariant(tool, 'name'));
-  if (kept.length === tools.length) return message;
-  return { ...message, result: { ...message.result, tools: kept } };
+  seen?.(kept);
+  const hinted = hasCacheHints(result) && result.cacheScope !== 'private';
+  if (kept.length === tools.length && !hinted) return message;
+  return { ...message, result: hinted ? { ...result, tools: kept, cacheScope: 'private' } : { ...result, tools: kept } };
+}
+
+/** A result of a revision with cache hints (2026-07-28: every result has `resultType`, a cacheable one `ttlMs` and `cacheScope`). */
+function hasCacheHints(result: Record<string, unknown>): boolean {
+  return Object.hasOwn(result, 'cacheScope') || Object.hasOwn(result, 'ttlMs') || Object.hasOwn(result, 'resultType');
 }
 
 /** Whether `object` has a member that a case-insensitive reader takes for `name`, other than `name` itself. */

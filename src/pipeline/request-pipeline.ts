@@ -5,8 +5,11 @@ import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
 import { UNKNOWN_CLAIMANT } from '../limits/probe-gate.ts';
 import { decide, type Licence } from '../policy/decide.ts';
 import { deny, type Allow, type Deny } from '../policy/denial.ts';
+import type { McpHeaders, ToolHeaderLookup } from '../policy/mcp-headers.ts';
+import type { McpRequestFacts } from '../policy/mcp-request.ts';
 import type { AdminPrincipal, Principal } from '../policy/principal.ts';
 import type { CompiledRoute, RouteMatch, RouteMatcher } from '../policy/routes.ts';
+import { mcpHeadersOf } from './mcp-headers-of.ts';
 import { presentedKindOf, type Authenticable, type Authentication, type Authenticator } from './authenticate.ts';
 
 /** The methods forwarded; any other is a 404 like an unknown endpoint, on every path the gateway does not serve itself. */
@@ -18,6 +21,8 @@ export interface Authorized {
   readonly route: CompiledRoute;
   readonly params: Readonly<Record<string, number>>;
   readonly principal: Principal | null;
+  /** MCP routes: the request's MCP headers, read once for every rule that needs them. */
+  readonly mcpHeaders?: McpHeaders;
 }
 
 export type Verdict = Authorized | Deny;
@@ -44,7 +49,16 @@ export interface PipelineDeps {
   usage?: { record(keyId: number, at: number): void };
   /** Told of every decision, allowed or refused (the decision metrics). */
   observe?: (decision: ObservedDecision) => void;
+  /** MCP routes: the origins a browser page may call from (`MCP_ALLOWED_ORIGINS`), and the tools' mirrored parameters. */
+  mcp?: McpPolicy;
 }
+
+export interface McpPolicy {
+  readonly allowedOrigins: ReadonlySet<string>;
+  readonly toolHeaders: ToolHeaderLookup;
+}
+
+const NO_MCP_POLICY: McpPolicy = Object.freeze({ allowedOrigins: new Set<string>(), toolHeaders: { paramHeadersOf: () => undefined } });
 
 /**
  * The route the gateway's own admin endpoints are decided as: an admin session token, nothing
@@ -85,7 +99,8 @@ export class RequestPipeline {
     const method = request.method!;
     const match = FORWARDED_METHODS.has(method) ? this.#deps.routes.match(method, path) : undefined;
     if (match === undefined || match.error !== undefined) return this.#observed(routeRefusal(match), match?.route, request, started);
-    const verdict = this.#decide(match.route, match.params, extractBearer(request.headers.authorization), request.socket.remoteAddress);
+    const mcp = match.route.mcp === undefined ? undefined : this.#mcpFacts(request, false);
+    const verdict = this.#decide(match.route, match.params, extractBearer(request.headers.authorization), request.socket.remoteAddress, mcp);
     if (!(verdict instanceof Promise)) return this.#observed(verdict, match.route, request, started);
     return verdict.then(
       (settled) => this.#observed(settled, match.route, request, started),
@@ -96,11 +111,20 @@ export class RequestPipeline {
     );
   }
 
-  /** The messages of an MCP request, decided for the principal its credential was already allowed as. */
-  decideMessages(authorized: Authorized, messages: readonly unknown[]): Allow | Deny {
+  /**
+   * An MCP exchange, decided for the principal its credential was already allowed as: its
+   * headers (protocol version, and with a body the headers that mirror it) and its messages.
+   */
+  decideExchange(authorized: Authorized, request: IncomingMessage, messages?: readonly unknown[], batch = false): Allow | Deny {
     const { route, params, principal } = authorized;
     const { licence, now, tables } = this.#deps;
-    return decide({ route, params, credential: principal!.kind, principal: principal!, licence, now: now(), mcpMessages: messages }, tables);
+    const mcpRequest = { ...this.#mcpFacts(request, true, authorized.mcpHeaders), batch };
+    return decide({ route, params, credential: principal!.kind, principal: principal!, licence, now: now(), mcpMessages: messages, mcpRequest }, tables);
+  }
+
+  #mcpFacts(request: IncomingMessage, exchange: boolean, headers?: McpHeaders): McpRequestFacts {
+    const { allowedOrigins, toolHeaders } = this.#deps.mcp ?? NO_MCP_POLICY;
+    return { headers: headers ?? mcpHeadersOf(request), allowedOrigins, toolHeaders, exchange };
   }
 
   /** The admin guard of the gateway's own endpoints: the same decision, as a route needing an admin token. */
@@ -123,26 +147,33 @@ export class RequestPipeline {
     this.#deps.observe?.({ ...outcome, credential, route, seconds: (performance.now() - started) / 1000 });
   }
 
-  #decide(route: CompiledRoute, params: Readonly<Record<string, number>>, bearer: BearerCredential, address: string | undefined): Verdict | Promise<Verdict> {
+  #decide(
+    route: CompiledRoute,
+    params: Readonly<Record<string, number>>,
+    bearer: BearerCredential,
+    address: string | undefined,
+    mcpRequest?: McpRequestFacts,
+  ): Verdict | Promise<Verdict> {
     const { licence, now, tables } = this.#deps;
     if (bearer.kind === 'malformed') return deny(bearer.code, bearer.detail);
     const at = now();
-    const first = decide({ route, params, credential: presentedKindOf(bearer), licence, now: at }, tables);
+    const first = decide({ route, params, credential: presentedKindOf(bearer), licence, now: at, mcpRequest }, tables);
     if (first.allow === true) return { allow: true, route, params, principal: null };
     if (first.allow === false) return first;
     const authentication: Authentication = this.#deps.authenticator.authenticate(bearer as Authenticable, address ?? UNKNOWN_CLAIMANT);
     // Decided against the clock as it is once the credential is authenticated.
-    if (authentication instanceof Promise) return authentication.then((principal) => this.#decideFor(route, params, principal, now()));
-    return this.#decideFor(route, params, authentication, at);
+    if (authentication instanceof Promise) return authentication.then((principal) => this.#decideFor(route, params, principal, now(), mcpRequest));
+    return this.#decideFor(route, params, authentication, at, mcpRequest);
   }
 
-  #decideFor(route: CompiledRoute, params: Readonly<Record<string, number>>, principal: Principal | Deny, at: Date): Verdict {
+  #decideFor(route: CompiledRoute, params: Readonly<Record<string, number>>, principal: Principal | Deny, at: Date, mcpRequest: McpRequestFacts | undefined): Verdict {
     if ('allow' in principal) return principal;
     const { licence, tables, usage } = this.#deps;
-    const decision = decide({ route, params, credential: principal.kind, principal, licence, now: at }, tables);
+    const decision = decide({ route, params, credential: principal.kind, principal, licence, now: at, mcpRequest }, tables);
     // Used, unless the credential itself was refused (revoked, expired): a 403 is a use of a valid key.
     if (principal.kind === 'api_key' && (decision.allow || decision.status !== 401)) usage?.record(principal.keyId, at.getTime());
-    return decision.allow ? { allow: true, route, params, principal } : decision;
+    if (!decision.allow) return decision;
+    return mcpRequest === undefined ? { allow: true, route, params, principal } : { allow: true, route, params, principal, mcpHeaders: mcpRequest.headers };
   }
 
   #observed(verdict: Verdict, route: CompiledRoute | undefined, request: IncomingMessage, started: number): Verdict {

@@ -3,6 +3,7 @@ import type { MethodRule } from '../config/tables.ts';
 import { ALLOW, deny, type Allow, type Deny } from './denial.ts';
 
 export { ALLOW } from './denial.ts';
+import { decideMirrors, decideOrigin, decideProtocolVersion, clip, type McpRequestFacts } from './mcp-request.ts';
 import type { ApiKeyPrincipal, PresentedCredential, Principal } from './principal.ts';
 import type { CompiledRoute } from './routes.ts';
 import { holdsAnyMcpScope, holdsScope, mcpScopeList } from './scopes.ts';
@@ -38,6 +39,8 @@ export interface DecisionInput {
    * stream); an empty array is an empty batch and is refused.
    */
   readonly mcpMessages?: readonly unknown[] | undefined;
+  /** MCP routes: what the request's headers say (origin, protocol version, mirrors of the body). */
+  readonly mcpRequest?: McpRequestFacts | undefined;
 }
 
 export const AUTHENTICATE: Authenticate = Object.freeze({ allow: 'authenticate' });
@@ -45,9 +48,11 @@ export const AUTHENTICATE: Authenticate = Object.freeze({ allow: 'authenticate' 
 /**
  * Decides one request from data alone (docs/architecture.md, "One pipeline"): the matched
  * route, the presented credential and its principal, the licence, the clock and, on MCP
- * routes, the JSON-RPC messages. Every rule of the gateway is here, in this order: the
- * credential's presence and type, revocation, expiry, then (API keys) scope, licensed
- * feature, agent binding and the MCP messages. Pure: no I/O, no clock read. Asked before
+ * routes, the JSON-RPC messages and the request's MCP headers. Every rule of the gateway is
+ * here, in this order: an MCP request's `Origin`, the credential's presence and type,
+ * revocation, expiry, then (API keys) scope, licensed feature, agent binding and, on MCP
+ * routes, the protocol version, the headers that mirror the body and the messages
+ * (mcp-request.ts holds the header rules). Pure: no I/O, no clock read. Asked before
  * authentication (no `principal`), it refuses what the credential's shape already settles and
  * otherwise answers `AUTHENTICATE`, so a credential of the wrong kind costs no verification.
  */
@@ -56,6 +61,11 @@ export function decide(input: DecisionInput, tables: Tables): Decision;
 export function decide(input: DecisionInput, tables: Tables): Decision {
   const { route, credential, principal } = input;
   if (route.credential === 'none') return ALLOW;
+  // Before the credential is verified: a page of another origin gets nowhere, whatever it holds.
+  if (input.mcpRequest !== undefined && principal === undefined) {
+    const origin = decideOrigin(input.mcpRequest.headers, input.mcpRequest.allowedOrigins);
+    if (!origin.allow) return origin;
+  }
   if (credential === 'none') return deny('missing_credential', 'This route needs a bearer credential');
   if (credential === 'unknown') return deny('invalid_credential', 'The bearer token is neither an API key nor an admin token');
   if (credential !== route.credential) {
@@ -81,7 +91,17 @@ function decideForKey(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables
   }
   if (route.mcp !== undefined) {
     if (!holdsAnyMcpScope(key.scopes, tables)) return denyAnyMcp(tables);
-    if (input.mcpMessages !== undefined) return decideMessages(input.mcpMessages, key, licence, tables);
+    const facts = input.mcpRequest;
+    if (facts?.exchange === true) {
+      const version = decideProtocolVersion(facts.headers);
+      if (!version.allow) return version;
+    }
+    if (input.mcpMessages !== undefined) {
+      // The messages first: a call no scope allows is told so, not sent to list the tools for a header.
+      const decision = decideMessages(input.mcpMessages, key, licence, tables);
+      return !decision.allow || facts === undefined ? decision : decideMirrors(facts, input.mcpMessages);
+    }
+    if (facts?.exchange === true) return decideMirrors(facts, undefined);
   }
   return ALLOW;
 }
@@ -111,7 +131,10 @@ function decideMessage(message: unknown, key: ApiKeyPrincipal, licence: Licence,
   const method = message.method;
   if (typeof method !== 'string') return deny('validation_failed', 'The JSON-RPC method must be a string');
   if (method === 'tools/call') return decideToolCall(message.params, key, licence, tables);
-  return applyRule(methodRuleOf(method, tables), `The method ${clip(method)}`, key, licence, tables);
+  const rule = methodRuleOf(method, tables);
+  // No scope could ever send it: answered as a tool server answers a method it does not have.
+  if (rule === 'deny') return deny('method_not_found', `Method not found: ${clip(method)} is not open through the gateway`);
+  return applyRule(rule, `The method ${clip(method)}`, key, licence, tables);
 }
 
 function decideToolCall(params: unknown, key: ApiKeyPrincipal, licence: Licence, tables: Tables): Decision {
@@ -119,7 +142,8 @@ function decideToolCall(params: unknown, key: ApiKeyPrincipal, licence: Licence,
     return deny('validation_failed', 'tools/call needs params.name, a string');
   }
   const tool = tables.mcp.tools.get(params.name);
-  if (tool === undefined) return deny('unknown_tool', `Unknown tool "${clip(params.name)}"`);
+  // As a tool server answers a tool it does not have: no scope could ever call it.
+  if (tool === undefined) return deny('unknown_tool', `Unknown tool: ${clip(params.name)}`);
   if (!holdsScope(key.scopes, tool.scope, tables)) return denyScope(tool.scope);
   if (tool.feature !== undefined && !licence.features.has(tool.feature)) return denyFeature(tool.feature);
   const args = params.arguments;
@@ -170,12 +194,6 @@ function idOf(message: unknown): string | number | null | undefined {
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Client-supplied names go into `detail` bounded and printable. */
-function clip(text: string): string {
-  const printable = text.replace(/[^\x20-\x7e]/g, '?');
-  return printable.length > 64 ? `${printable.slice(0, 64)}…` : printable;
 }
 
 function denyScope(scope: string): Deny {

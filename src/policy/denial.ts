@@ -25,6 +25,8 @@ export interface Deny {
   readonly messageIndex?: number;
   /** MCP: the refused message's JSON-RPC `id` (`null` when invalid; absent for a notification or a non-object). */
   readonly messageId?: string | number | null;
+  /** MCP `unsupported_protocol_version`: the revision the client asked for, as the revision's error reports it. */
+  readonly requested?: string;
 }
 
 type DenyDetails = Pick<Deny, 'scope' | 'retryAfter' | 'allowedMethods' | 'errors'>;

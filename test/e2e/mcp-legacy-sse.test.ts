@@ -48,8 +48,10 @@ describe('the legacy HTTP+SSE transport, inspected like MCP_PATH', () => {
     const refusal = await refusalOf(client.callTool({ name: 'place_outbound_call', arguments: { to: '+15550100' } }));
     expect(refusal.status).toBe(403);
     expect(refusal.body).toMatchObject({ jsonrpc: '2.0', error: { data: { code: 'insufficient_scope', scope: 'mcp:calls' } } });
+    // Its server would answer on the stream: the POST's refusal is an HTTP error, so that the client sees it at all.
     const unknown = await refusalOf(client.callTool({ name: 'drop_database', arguments: {} }));
-    expect(unknown.body.error.data.code).toBe('unknown_tool');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toMatchObject({ code: -32602, data: { code: 'unknown_tool' } });
     expect(stack.platform.toolCalls).toEqual([]);
   });
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPlatform, type Platform } from '../../examples/platform/platform.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin } from '../support/http.ts';
-import { connectClient, postRpc, toolCall } from '../support/mcp.ts';
+import { connectClient, openSession, postRpc, toolCall } from '../support/mcp.ts';
 import { startReplicas, waitForRedis } from '../support/replicas.ts';
 import { createTestDatabase, postgresUrl, redisUrl, type TestDatabase } from '../support/services.ts';
 
@@ -50,5 +50,22 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('MCP session bind
     expect(hijack.status).toBe(403);
     expect(hijack.messages[0].error.data.code).toBe('session_mismatch');
     expect(platform.toolCalls.map((call) => call.sessionId)).toEqual([sessionId]);
+  });
+
+  it('a tool listed through one replica can be called with Mcp-Param-* through the other: the schema is shared in Redis', async () => {
+    const sessionId = await openSession(`${replicas[0]!.url}/mcp`, owner);
+    const listed = await postRpc(`${replicas[0]!.url}/mcp`, { jsonrpc: '2.0', id: 5, method: 'tools/list' }, { key: owner, sessionId });
+    expect(listed.messages[0].result.tools.find((tool: { name: string }) => tool.name === 'get_agent_status').inputSchema.properties.agent_id['x-mcp-header']).toBe('Agent-Id');
+    platform.reset();
+
+    const call = toolCall('get_agent_status', { agent_id: 2 }, 6);
+    const mismatched = await postRpc(`${replicas[1]!.url}/mcp`, call, { key: owner, sessionId, headers: { 'mcp-param-agent-id': '3' } });
+    expect(mismatched.status).toBe(400);
+    expect(mismatched.messages[0]).toMatchObject({ id: 6, error: { code: -32020, data: { code: 'header_mismatch' } } });
+    expect(platform.requests).toEqual([]);
+
+    const agreeing = await postRpc(`${replicas[1]!.url}/mcp`, call, { key: owner, sessionId, headers: { 'mcp-param-agent-id': '2' } });
+    expect(agreeing.status).toBe(200);
+    expect(platform.toolCalls.map((entry) => [entry.tool, entry.headers['mcp-param-agent-id']])).toEqual([['get_agent_status', '2']]);
   });
 });

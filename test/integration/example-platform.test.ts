@@ -1,11 +1,13 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client as V2Client, StreamableHTTPClientTransport as V2StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PLATFORM_TOOL_NAMES, startPlatform, type Platform } from '../../examples/platform/platform.ts';
 
 // The example platform is the upstream of the demo, the end-to-end tests and the benchmark;
-// here it is exercised directly with the SDK client, no gateway in between.
+// here it is exercised directly with the SDK clients, no gateway in between, for both SDK
+// generations of its MCP server (PlatformOptions.sdk).
 
 const IDENTITY = { 'x-auth-kind': 'api_key', 'x-auth-key-id': '12', 'x-auth-agent-id': '7', 'x-auth-scopes': 'mcp:agents' };
 const MCP_ACCEPT = 'application/json, text/event-stream';
@@ -68,17 +70,22 @@ describe('example platform: events, dashboard, test paths', () => {
   });
 });
 
-describe.each([
+const STREAMABLE_MODES = [
   { sseMode: 'json', stateful: false },
   { sseMode: 'sse', stateful: false },
   { sseMode: 'json', stateful: true },
   { sseMode: 'sse', stateful: true },
-] as const)('example platform: MCP over Streamable HTTP, $sseMode responses, stateful $stateful', ({ sseMode, stateful }) => {
+] as const;
+
+/** The 1.x SDK client (the 2025 era) against either SDK generation of the platform. */
+const SDK_MODES = (['v1', 'v2'] as const).flatMap((sdk) => STREAMABLE_MODES.map((mode) => ({ sdk, ...mode })));
+
+describe.each(SDK_MODES)('example platform ($sdk SDK): MCP over Streamable HTTP, $sseMode responses, stateful $stateful', ({ sdk, sseMode, stateful }) => {
   let platform: Platform;
   let client: Client;
   let transport: StreamableHTTPClientTransport;
   beforeAll(async () => {
-    platform = await startPlatform({ port: 0, quiet: true, sseMode, stateful });
+    platform = await startPlatform({ port: 0, quiet: true, sdk, sseMode, stateful });
     client = new Client({ name: 'example-platform-test', version: '1.0.0' });
     transport = new StreamableHTTPClientTransport(new URL(platform.mcpUrl), { requestInit: { headers: IDENTITY } });
     await client.connect(transport);
@@ -91,7 +98,9 @@ describe.each([
   it('lists the nine tools', async () => {
     const { tools } = await client.listTools();
     expect(tools.map((tool) => tool.name).sort()).toEqual([...PLATFORM_TOOL_NAMES].sort());
-    expect(tools.find((tool) => tool.name === 'get_agent_status')?.inputSchema.properties).toHaveProperty('agent_id');
+    // `.meta()` carries x-mcp-header into the JSON Schema of either SDK; only get_agent_status has it.
+    expect(tools.find((tool) => tool.name === 'get_agent_status')?.inputSchema.properties).toMatchObject({ agent_id: { 'x-mcp-header': 'Agent-Id' } });
+    expect(tools.find((tool) => tool.name === 'place_outbound_call')?.inputSchema.properties?.['agent_id']).not.toHaveProperty('x-mcp-header');
   });
 
   it('executes a tool call and records it with the request headers', async () => {
@@ -111,8 +120,10 @@ describe.each([
 
   it('never records an unknown tool', async () => {
     const before = platform.toolCalls.length;
-    const result = await client.callTool({ name: 'drop_database', arguments: {} });
-    expect(result.isError).toBe(true);
+    const call = client.callTool({ name: 'drop_database', arguments: {} });
+    // 1.x answers with a tool error; 2.x with the JSON-RPC error -32602 the spec asks for.
+    if (sdk === 'v1') expect((await call).isError).toBe(true);
+    else await expect(call).rejects.toMatchObject({ code: -32602 });
     expect(platform.toolCalls).toHaveLength(before);
   });
 
@@ -140,10 +151,10 @@ describe.each([
   });
 });
 
-describe('example platform: MCP over Streamable HTTP, session handling', () => {
+describe.each(['v1', 'v2'] as const)('example platform (%s SDK): MCP over Streamable HTTP, session handling', (sdk) => {
   let platform: Platform;
   beforeAll(async () => {
-    platform = await startPlatform({ port: 0, quiet: true, stateful: true });
+    platform = await startPlatform({ port: 0, quiet: true, sdk, stateful: true });
   });
   afterAll(() => platform.close());
 
@@ -213,5 +224,85 @@ describe('example platform: legacy HTTP+SSE transport', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
     });
     expect(response.status).toBe(404);
+  });
+});
+
+/** A tools/list entry as both SDK generations should agree on it: each SDK names its own JSON Schema dialect (`$schema`). */
+function comparable(tool: { name: string; description?: string | undefined; inputSchema: Record<string, unknown> }) {
+  const { $schema: _dialect, ...inputSchema } = tool.inputSchema;
+  return { name: tool.name, description: tool.description, inputSchema };
+}
+
+describe.each([
+  { mode: 'auto', stateful: true },
+  { mode: 'auto', stateful: false },
+  { mode: { pin: '2026-07-28' }, stateful: true },
+] as const)('example platform (v2 SDK): the 2026-07-28 era on the same path, versionNegotiation $mode, stateful $stateful', ({ mode, stateful }) => {
+  let platform: Platform;
+  let reference: Platform;
+  let client: V2Client;
+  beforeAll(async () => {
+    [platform, reference] = await Promise.all([startPlatform({ quiet: true, sdk: 'v2', stateful }), startPlatform({ quiet: true })]);
+    client = new V2Client({ name: 'example-platform-test', version: '1.0.0' }, { versionNegotiation: { mode } });
+    await client.connect(new V2StreamableHTTPClientTransport(new URL(platform.mcpUrl), { requestInit: { headers: IDENTITY } }));
+  });
+  afterAll(async () => {
+    await client.close();
+    await Promise.all([platform.close(), reference.close()]);
+  });
+
+  it('negotiates the modern era with server/discover, no session', () => {
+    expect(client.getProtocolEra()).toBe('modern');
+    const probe = platform.requests.find((request) => request.body.includes('"server/discover"'));
+    expect(probe?.headers['mcp-protocol-version']).toBe('2026-07-28');
+    expect(platform.requests.some((request) => request.body.includes('"initialize"'))).toBe(false);
+  });
+
+  it('lists the nine tools with the schemas of the v1 SDK platform', async () => {
+    const v1 = new Client({ name: 'example-platform-test', version: '1.0.0' });
+    await v1.connect(new StreamableHTTPClientTransport(new URL(reference.mcpUrl)));
+    const expected = (await v1.listTools()).tools.map(comparable);
+    await v1.close();
+    const { tools } = await client.listTools();
+    expect(tools.map(comparable)).toEqual(expected);
+  });
+
+  it('executes a tool call and records it with the request headers, and no session id', async () => {
+    platform.reset();
+    const result = await client.callTool({ name: 'place_outbound_call', arguments: { to: '+15550100' } });
+    expect(JSON.parse((result.content as Array<{ text: string }>)[0]!.text)).toMatchObject({ status: 'queued', agent_id: 7 });
+    expect(platform.toolCalls).toEqual([
+      expect.objectContaining({ tool: 'place_outbound_call', arguments: { to: '+15550100' }, headers: expect.objectContaining(IDENTITY) }),
+    ]);
+    expect(platform.toolCalls[0]).not.toHaveProperty('sessionId');
+    // The 2026-07-28 mirror headers travel with the call.
+    expect(platform.toolCalls[0]!.headers).toMatchObject({ 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'place_outbound_call' });
+  });
+
+  it('answers an unknown tool with -32602 and records nothing', async () => {
+    platform.reset();
+    await expect(client.callTool({ name: 'drop_database', arguments: {} })).rejects.toMatchObject({ code: -32602 });
+    expect(platform.toolCalls).toEqual([]);
+  });
+});
+
+describe('example platform: SDK generations that do not meet', () => {
+  it('a client pinned to 2026-07-28 cannot connect to the v1 SDK platform; in auto mode it falls back to initialize', async () => {
+    const platform = await startPlatform({ quiet: true });
+    try {
+      const pinned = new V2Client({ name: 'example-platform-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+      await expect(pinned.connect(new V2StreamableHTTPClientTransport(new URL(platform.mcpUrl)))).rejects.toMatchObject({ code: 'ERA_NEGOTIATION_FAILED' });
+      const auto = new V2Client({ name: 'example-platform-test', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+      await auto.connect(new V2StreamableHTTPClientTransport(new URL(platform.mcpUrl)));
+      expect(auto.getProtocolEra()).toBe('legacy');
+      expect((await auto.listTools()).tools).toHaveLength(PLATFORM_TOOL_NAMES.length);
+      await auto.close();
+    } finally {
+      await platform.close();
+    }
+  });
+
+  it('the v2 SDK serves no legacy HTTP+SSE transport', async () => {
+    await expect(startPlatform({ quiet: true, sdk: 'v2', legacySsePath: '/sse', legacyMessagesPath: '/messages' })).rejects.toThrow(/sdk: v1/);
   });
 });

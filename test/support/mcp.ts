@@ -6,7 +6,7 @@ import { startPlatform, type Platform, type PlatformOptions } from '../../exampl
 import { startGateway, type GatewayProcess } from './gateway-process.ts';
 import { createKey, loginAdmin } from './http.ts';
 
-/** The example platform (the official SDK's McpServer with the nine tools) behind a spawned gateway. */
+/** The example platform (the official SDK's McpServer with the nine tools, `sdk` v1 or v2) behind a spawned gateway. */
 export interface McpStack {
   platform: Platform;
   gateway: GatewayProcess;
@@ -48,21 +48,29 @@ export async function startMcpStack(platformOptions: PlatformOptions, env: Recor
   };
 }
 
-/** An SDK client over Streamable HTTP, its key sent as `Authorization: Bearer` through `requestInit`. */
-export async function connectClient(url: string, key: string, options: { sessionId?: string } = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+/** An SDK client over Streamable HTTP, its key sent as `Authorization: Bearer` through `requestInit`; `fetch` replaces the global one. */
+export async function connectClient(
+  url: string,
+  key: string,
+  options: { sessionId?: string; fetch?: typeof fetch } = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const client = new Client({ name: 'gatehouse-e2e', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { authorization: `Bearer ${key}` } },
     ...(options.sessionId === undefined ? {} : { sessionId: options.sessionId }),
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   });
   await client.connect(transport);
   return { client, transport };
 }
 
-/** An SDK client over the legacy HTTP+SSE transport. */
-export async function connectLegacyClient(sseUrl: string, key: string): Promise<{ client: Client; transport: SSEClientTransport }> {
+/** An SDK client over the legacy HTTP+SSE transport; `fetch` replaces the global one. */
+export async function connectLegacyClient(sseUrl: string, key: string, options: { fetch?: typeof fetch } = {}): Promise<{ client: Client; transport: SSEClientTransport }> {
   const client = new Client({ name: 'gatehouse-e2e-legacy', version: '1.0.0' });
-  const transport = new SSEClientTransport(new URL(sseUrl), { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+  const transport = new SSEClientTransport(new URL(sseUrl), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+  });
   await client.connect(transport);
   return { client, transport };
 }

@@ -70,7 +70,14 @@ describe('loadTables: the shipped defaults (docs/mcp.md and docs/configuration.m
     expect(mcp.tools.get('record_event')).toEqual({ name: 'record_event', scope: 'mcp:events', feature: 'events' });
     expect(mcp.tools.size).toBe(9);
     expect(Object.fromEntries(mcp.aliases)).toEqual({ 'mcp:tools': ['mcp:calls', 'mcp:knowledge', 'mcp:transcripts'] });
-    expect(Object.fromEntries(mcp.methods)).toEqual({ initialize: 'any_mcp', ping: 'any_mcp', 'tools/list': 'any_mcp' });
+    expect(Object.fromEntries(mcp.methods)).toEqual({
+      initialize: 'any_mcp',
+      ping: 'any_mcp',
+      'tools/list': 'any_mcp',
+      // Connection methods: every table opens them.
+      'notifications/initialized': 'any_mcp',
+      'server/discover': 'any_mcp',
+    });
     expect(mcp.methodPrefixes).toEqual([{ prefix: 'notifications/', rule: 'any_mcp' }]);
     expect(mcp.responses).toBe('any_mcp');
   });
@@ -187,6 +194,8 @@ describe('loadTables: mcp-tools.yaml errors name the file and the field', () => 
     { description: 'a scope without tools', tools: toolsEdited((t) => ((t.scopes as Yaml)['mcp:calls'] = { tools: [] })), field: 'scopes["mcp:calls"].tools' },
     { description: 'a tool name with a space', tools: toolsEdited((t) => ((t.scopes as Yaml)['mcp:calls'] = { tools: ['place call'] })), field: 'scopes["mcp:calls"].tools[0]' },
     { description: 'tools/call in methods', tools: toolsEdited((t) => ((t.methods as Yaml)['tools/call'] = 'any_mcp')), field: 'methods["tools/call"]' },
+    { description: 'a connection method denied', tools: toolsEdited((t) => ((t.methods as Yaml).initialize = 'deny')), field: 'methods.initialize' },
+    { description: 'server/discover behind one scope', tools: toolsEdited((t) => ((t.methods as Yaml)['server/discover'] = 'mcp:calls')), field: 'methods["server/discover"]' },
     { description: 'a bare * in methods', tools: toolsEdited((t) => ((t.methods as Yaml)['*'] = 'any_mcp')), field: 'methods["*"]' },
     { description: 'an unknown method requirement', tools: toolsEdited((t) => ((t.methods as Yaml).ping = 'anyone')), field: 'methods.ping' },
     { description: 'an alias as method requirement', tools: toolsEdited((t) => ((t.methods as Yaml)['prompts/get'] = 'mcp:tools')), field: 'methods["prompts/get"]' },

@@ -35,7 +35,11 @@ describe('mcpRefusalResponse: a refused message as an MCP client sees it', () =>
   it.each([
     ['feature_not_licensed', 403, -32003],
     ['agent_mismatch', 403, -32003],
-    ['unknown_tool', 403, -32003],
+    ['unknown_tool', 200, -32602],
+    ['method_not_found', 200, -32601],
+    ['header_mismatch', 400, -32020],
+    ['unsupported_protocol_version', 400, -32022],
+    ['origin_not_allowed', 403, -32003],
     ['session_mismatch', 403, -32003],
     ['method_not_allowed_for_key', 403, -32003],
     ['validation_failed', 400, -32600],
@@ -48,7 +52,28 @@ describe('mcpRefusalResponse: a refused message as an MCP client sees it', () =>
     expect(response.status).toBe(status);
     const body = JSON.parse(response.body);
     expect(body).toMatchObject({ id: 1, error: { code: rpc, data: { code, status } } });
-    if (status === 403) expect(response.headers['www-authenticate']).toMatch(/error="insufficient_scope"/);
+    // A challenge only where another credential or scope could change the answer (the MCP SDK steps up on one).
+    if (code === 'origin_not_allowed' || code === 'method_not_allowed_for_key') expect(response.headers['www-authenticate']).toBeUndefined();
+    else if (status === 403) expect(response.headers['www-authenticate']).toMatch(/error="insufficient_scope"/);
+    // Answered in a tool server's place: no challenge, as no scope could allow it.
+    if (status === 200) expect(response.headers['www-authenticate']).toBeUndefined();
+  });
+
+  it('method_not_found is a 404 in the stateless revision, as its tool servers answer it', () => {
+    expect(mcpRefusalResponse({ code: 'method_not_found', detail: 'x', messageIndex: 0 }, [call('t', 1)], false, { revision: '2026-07-28' }).status).toBe(404);
+    expect(mcpRefusalResponse({ code: 'method_not_found', detail: 'x', messageIndex: 0 }, [call('t', 1)], false, { revision: '2025-11-25' }).status).toBe(200);
+    // The legacy transport answers on its stream: the POST's refusal must be an HTTP error for the client to see it.
+    expect(mcpRefusalResponse({ code: 'unknown_tool', detail: 'x', messageIndex: 0 }, [call('t', 1)], false, { answersOnStream: true }).status).toBe(404);
+  });
+
+  it('a refused body of notifications only gets an HTTP error status: there is no request to answer', () => {
+    const notification = { jsonrpc: '2.0', method: 'notifications/nope' };
+    expect(mcpRefusalResponse({ code: 'method_not_found', detail: 'x', messageIndex: 0 }, [notification], false, { revision: '2025-11-25' }).status).toBe(404);
+  });
+
+  it('unsupported_protocol_version carries the revision error data: supported and requested', () => {
+    const response = mcpRefusalResponse({ code: 'unsupported_protocol_version', detail: 'x', requested: '1999-01-01' }, [call('t', 1)]);
+    expect(JSON.parse(response.body).error.data).toMatchObject({ supported: ['2026-07-28'], requested: '1999-01-01' });
   });
 
   it('a batch: every request answered, the refused one with its reason, none forwarded', () => {

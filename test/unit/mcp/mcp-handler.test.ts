@@ -22,6 +22,7 @@ describe('createMcpHandler', () => {
       licence: parts.licence,
       pipeline: parts.pipeline,
       grants: parts.grants,
+      toolHeaders: parts.toolHeaders,
       identity: parts.identity,
       bindings: parts.bindings,
       log: parts.log,

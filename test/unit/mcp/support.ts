@@ -1,3 +1,4 @@
+import { ToolParamHeaders } from '../../../src/mcp/tool-param-headers.ts';
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
@@ -108,7 +109,16 @@ export function bench(options: BenchOptions = {}) {
   const authenticator = {
     authenticate: (credential: Authenticable): Authentication => principals.get(credential.token) ?? deny('invalid_credential', 'Unknown key'),
   };
-  const pipeline = new RequestPipeline({ routes: compileRoutes(tables), tables, authenticator, licence, now: () => NOW, observe: (decision) => void observed.push(decision) });
+  const toolHeaders = new ToolParamHeaders();
+  const pipeline = new RequestPipeline({
+    routes: compileRoutes(tables),
+    tables,
+    authenticator,
+    licence,
+    now: () => NOW,
+    observe: (decision) => void observed.push(decision),
+    mcp: { allowedOrigins: new Set(['https://app.example']), toolHeaders },
+  });
   const upstream = new FakeUpstream();
   const bindings = new MemorySessionBindings();
   const streams = new OpenStreams({ maxPerCredential: options.maxStreamsPerKey ?? 4, now: () => NOW });
@@ -128,6 +138,7 @@ export function bench(options: BenchOptions = {}) {
     replies,
     log,
     maxFiltered: options.maxFiltered ?? 1024 * 1024,
+    toolHeaders,
   });
   const reading = new RequestReading({ pipeline, replies, bodyLimit: BODY_LIMIT, maxBatch: 4 });
 
@@ -139,7 +150,7 @@ export function bench(options: BenchOptions = {}) {
     if (verdict instanceof Promise || !verdict.allow) throw new Error(`not allowed at once: ${JSON.stringify(verdict)}`);
     return { request, response, requestId: 'req-1', route: verdict.route, principal: verdict.principal as ApiKeyPrincipal, authorized: verdict, started, transport };
   };
-  return { tables, licence, pipeline, observed, upstream, bindings, streams, log, lines, grants, identity, replies, sessions, relay, reading, exchangeOf };
+  return { tables, licence, pipeline, toolHeaders, observed, upstream, bindings, streams, log, lines, grants, identity, replies, sessions, relay, reading, exchangeOf };
 }
 
 export interface Answer {

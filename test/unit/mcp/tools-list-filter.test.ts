@@ -20,6 +20,21 @@ describe('filterToolsList', () => {
     expect(filterToolsList(message, ALLOWED)).toBe(message);
   });
 
+  it('marks a list of the stateless revision private to the key (cacheScope), even when nothing is removed', () => {
+    const hinted = listResult(1, ['list_agents'], { ttlMs: 60_000, cacheScope: 'public', resultType: 'complete' });
+    expect(filterToolsList(hinted, ALLOWED)).toEqual(listResult(1, ['list_agents'], { ttlMs: 60_000, cacheScope: 'private', resultType: 'complete' }));
+    const onlyType = listResult(1, ['list_agents', 'record_event'], { resultType: 'complete' });
+    expect(filterToolsList(onlyType, ALLOWED)).toEqual(listResult(1, ['list_agents'], { resultType: 'complete', cacheScope: 'private' }));
+    const alreadyPrivate = listResult(1, ['list_agents'], { ttlMs: 0, cacheScope: 'private' });
+    expect(filterToolsList(alreadyPrivate, ALLOWED)).toBe(alreadyPrivate);
+  });
+
+  it('tells `seen` of the tools it passes on, not of the others', () => {
+    const seen: unknown[][] = [];
+    filterToolsList(listResult(1, ['list_agents', 'place_outbound_call']), ALLOWED, (tools) => void seen.push([...tools]));
+    expect(seen).toEqual([[tool('list_agents')]]);
+  });
+
   it('filters every element of a batch response', () => {
     const batch = [listResult(1, ['list_agents', 'place_outbound_call']), { jsonrpc: '2.0', id: 2, result: {} }, listResult(3, ['lookup_end_user'])];
     expect(filterToolsList(batch, ALLOWED)).toEqual([listResult(1, ['list_agents']), { jsonrpc: '2.0', id: 2, result: {} }, listResult(3, [])]);

@@ -42,9 +42,10 @@ function setup() {
   return { pipeline, authenticator, uses, observed };
 }
 
-function request(method: string, authorization?: string | string[]): IncomingMessage {
+function request(method: string, authorization?: string | string[], raw: string[] = []): IncomingMessage {
   const headers = authorization === undefined ? {} : { authorization };
-  return { method, headers, socket: { remoteAddress: '127.0.0.9' } } as unknown as IncomingMessage;
+  const rawHeaders = [...(authorization === undefined ? [] : [authorization].flat().flatMap((value) => ['Authorization', value])), ...raw];
+  return { method, headers, rawHeaders, socket: { remoteAddress: '127.0.0.9' } } as unknown as IncomingMessage;
 }
 
 const EVENTS = '/api/v1/agents/7/events';
@@ -162,7 +163,41 @@ describe('RequestPipeline: MCP messages', () => {
     const verdict = pipeline.authorize(request('POST', `Bearer ${KEY}`), '/mcp') as Verdict;
     if (!verdict.allow) throw new Error('expected the credential to be allowed');
     const call = (name: string) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } });
-    expect(pipeline.decideMessages(verdict, [call('search_knowledge_base')])).toMatchObject({ allow: true });
-    expect(pipeline.decideMessages(verdict, [call('place_outbound_call')])).toMatchObject({ allow: false, code: 'insufficient_scope', messageIndex: 0, messageId: 1 });
+    const post = request('POST', `Bearer ${KEY}`);
+    expect(pipeline.decideExchange(verdict, post, [call('search_knowledge_base')])).toMatchObject({ allow: true });
+    expect(pipeline.decideExchange(verdict, post, [call('place_outbound_call')])).toMatchObject({ allow: false, code: 'insufficient_scope', messageIndex: 0, messageId: 1 });
+  });
+
+  it('refuses an Origin that MCP_ALLOWED_ORIGINS does not list before the credential is verified', () => {
+    const { pipeline, authenticator } = setup();
+    let asked = 0;
+    authenticator.answer = () => {
+      asked++;
+      return apiKey(['mcp:knowledge']);
+    };
+    expect(outcome(pipeline.authorize(request('POST', `Bearer ${KEY}`, ['Origin', 'https://evil.example']), '/mcp') as Verdict)).toBe('origin_not_allowed');
+    expect(outcome(pipeline.authorize(request('POST', undefined, ['Origin', 'https://evil.example']), '/mcp') as Verdict)).toBe('origin_not_allowed');
+    expect(asked).toBe(0);
+    expect(outcome(pipeline.authorize(request('POST', `Bearer ${KEY}`), '/mcp') as Verdict)).toBe('allow');
+  });
+
+  it('decides the protocol version of every exchange, and the mirror headers against the message', () => {
+    const { pipeline, authenticator } = setup();
+    authenticator.answer = () => apiKey(['mcp:knowledge']);
+    const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'search_knowledge_base', arguments: {} } };
+    /** A request with these raw headers, admitted as the MCP door admits it, then decided as an exchange. */
+    const exchange = (raw: string[], messages?: unknown[]) => {
+      const post = request('POST', `Bearer ${KEY}`, raw);
+      const verdict = pipeline.authorize(post, '/mcp') as Verdict;
+      if (!verdict.allow) throw new Error('expected the credential to be allowed');
+      return pipeline.decideExchange(verdict, post, messages);
+    };
+    expect(exchange(['MCP-Protocol-Version', '1999-01-01'])).toMatchObject({ allow: false, code: 'unsupported_protocol_version', requested: '1999-01-01' });
+    expect(exchange(['MCP-Protocol-Version', '2026-07-28', 'mcp-protocol-version', '2026-07-28'])).toMatchObject({ code: 'unsupported_protocol_version' });
+    expect(exchange(['MCP-Protocol-Version', '2026-07-28', 'Mcp-Method', 'tools/call', 'Mcp-Name', 'search_knowledge_base'], [call])).toEqual({ allow: true });
+    expect(exchange(['Mcp-Name', 'place_outbound_call'], [call])).toMatchObject({ allow: false, code: 'header_mismatch' });
+    expect(exchange(['Mcp-Name', 'search_knowledge_base', 'MCP-NAME', 'search_knowledge_base'], [call])).toMatchObject({ code: 'header_mismatch' });
+    // An underscore spelling is the same header to many stacks behind the gateway.
+    expect(exchange(['Mcp-Name', 'search_knowledge_base', 'Mcp_Name', 'place_outbound_call'], [call])).toMatchObject({ code: 'header_mismatch' });
   });
 });

@@ -217,11 +217,11 @@ describe('decide: licensed features', () => {
 describe('decide: unknown tools and malformed calls', () => {
   const everything = apiKey([...ALL_MCP, 'mcp:tools']);
   run(tables, [
-    { description: 'a tool not in the table: 403 unknown_tool', route: 'mcp', principal: everything, messages: [call('drop_database')], expected: refusedMessage('unknown_tool', 403) },
-    { description: 'tool names are exact (case)', route: 'mcp', principal: everything, messages: [call('List_Agents')], expected: refusedMessage('unknown_tool', 403) },
-    { description: '__proto__ is not a tool', route: 'mcp', principal: everything, messages: [call('__proto__')], expected: refusedMessage('unknown_tool', 403) },
-    { description: 'constructor is not a tool', route: 'mcp', principal: everything, messages: [call('constructor')], expected: refusedMessage('unknown_tool', 403) },
-    { description: 'a scope name is not a tool', route: 'mcp', principal: everything, messages: [call('mcp:calls')], expected: refusedMessage('unknown_tool', 403) },
+    { description: 'a tool not in the table: unknown_tool, as a tool server answers it', route: 'mcp', principal: everything, messages: [call('drop_database')], expected: refusedMessage('unknown_tool', 404) },
+    { description: 'tool names are exact (case)', route: 'mcp', principal: everything, messages: [call('List_Agents')], expected: refusedMessage('unknown_tool', 404) },
+    { description: '__proto__ is not a tool', route: 'mcp', principal: everything, messages: [call('__proto__')], expected: refusedMessage('unknown_tool', 404) },
+    { description: 'constructor is not a tool', route: 'mcp', principal: everything, messages: [call('constructor')], expected: refusedMessage('unknown_tool', 404) },
+    { description: 'a scope name is not a tool', route: 'mcp', principal: everything, messages: [call('mcp:calls')], expected: refusedMessage('unknown_tool', 404) },
     { description: 'params.name missing: 400', route: 'mcp', principal: everything, messages: [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: {} }], expected: refusedMessage('validation_failed', 400) },
     { description: 'params.name a number: 400', route: 'mcp', principal: everything, messages: [call(5)], expected: refusedMessage('validation_failed', 400) },
     { description: 'params.name an array: 400', route: 'mcp', principal: everything, messages: [call(['list_agents'])], expected: refusedMessage('validation_failed', 400) },
@@ -268,7 +268,7 @@ describe('decide: other JSON-RPC methods (default table)', () => {
       (method): Case => ({ description: `${method} (prefix notifications/*)`, route: 'mcp', principal: key, messages: [notification(method)], expected: 'allow' }),
     ),
     ...['resources/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel', 'sampling/createMessage', 'tools/lis', 'tools/list/x', 'notifications', 'notifications/', 'Initialize', ''].map(
-      (method): Case => ({ description: `${JSON.stringify(method)} is not listed: 403 method_not_allowed_for_key`, route: 'mcp', principal: key, messages: [request(method)], expected: refusedMessage('method_not_allowed_for_key', 403) }),
+      (method): Case => ({ description: `${JSON.stringify(method)} is not listed: method_not_found`, route: 'mcp', principal: key, messages: [request(method)], expected: refusedMessage('method_not_found', 404) }),
     ),
     { description: 'a response to a server request (result)', route: 'mcp', principal: key, messages: [{ jsonrpc: '2.0', id: 'srv-1', result: {} }], expected: 'allow' },
     { description: 'a response to a server request (error)', route: 'mcp', principal: key, messages: [{ jsonrpc: '2.0', id: 'srv-1', error: { code: -1, message: 'no' } }], expected: 'allow' },
@@ -291,7 +291,7 @@ describe('decide: operator methods table', () => {
     { description: 'an operator method needing a scope, held through the alias', route: 'mcp', principal: apiKey(['mcp:tools']), messages: [request('prompts/get')], expected: 'allow' },
     { description: 'an operator method needing a scope, missing', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [request('prompts/get')], expected: refusedMessage('insufficient_scope', 403, 'mcp:knowledge') },
     { description: 'an operator method needing a licensed scope, feature off', route: 'mcp', principal: apiKey(['mcp:recall']), features: NO_FEATURES, messages: [request('recall/search')], expected: refusedMessage('feature_not_licensed', 403) },
-    { description: 'an exact deny beats the notifications/* prefix', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [notification('notifications/message')], expected: { code: 'method_not_allowed_for_key', status: 403, messageIndex: 0 } },
+    { description: 'an exact deny beats the notifications/* prefix', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [notification('notifications/message')], expected: { code: 'method_not_found', status: 404, messageIndex: 0 } },
     { description: 'the prefix still applies to other notifications', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [notification('notifications/initialized')], expected: 'allow' },
     { description: 'responses denied by the operator', route: 'mcp', principal: apiKey(['mcp:calls']), messages: [{ jsonrpc: '2.0', id: 3, result: {} }], expected: { code: 'method_not_allowed_for_key', status: 403, messageIndex: 0, messageId: 3 } },
   ]);
@@ -319,7 +319,7 @@ describe('decide: batches', () => {
       route: 'mcp',
       principal: key,
       messages: [call('list_agents', {}, 1), call('nope', {}, 2), call('search_knowledge_base', {}, 3)],
-      expected: { code: 'unknown_tool', status: 403, messageIndex: 1, messageId: 2 },
+      expected: { code: 'unknown_tool', status: 404, messageIndex: 1, messageId: 2 },
     },
     {
       description: 'agent mismatch inside a batch',
@@ -333,21 +333,21 @@ describe('decide: batches', () => {
       route: 'mcp',
       principal: key,
       messages: [request('ping', 1), notification('resources/updated')],
-      expected: { code: 'method_not_allowed_for_key', status: 403, messageIndex: 1 },
+      expected: { code: 'method_not_found', status: 404, messageIndex: 1 },
     },
     {
       description: 'an id of an invalid type is reported as null',
       route: 'mcp',
       principal: key,
       messages: [call('nope', {}, { x: 1 })],
-      expected: { code: 'unknown_tool', status: 403, messageIndex: 0, messageId: null },
+      expected: { code: 'unknown_tool', status: 404, messageIndex: 0, messageId: null },
     },
     {
       description: 'a null id is reported as null',
       route: 'mcp',
       principal: key,
       messages: [call('nope', {}, null)],
-      expected: { code: 'unknown_tool', status: 403, messageIndex: 0, messageId: null },
+      expected: { code: 'unknown_tool', status: 404, messageIndex: 0, messageId: null },
     },
     {
       description: 'a malformed element fails the batch with 400',
