@@ -3,6 +3,8 @@ import type { Tables } from '../../../src/config/tables.ts';
 import { ALLOW, decide } from '../../../src/policy/decide.ts';
 import type { Decision, DecisionInput } from '../../../src/policy/decide.ts';
 import type { Principal } from '../../../src/policy/principal.ts';
+import { NO_MCP_HEADERS, type McpHeaders, type ToolHeaderLookup } from '../../../src/policy/mcp-headers.ts';
+import type { McpRequestFacts } from '../../../src/policy/mcp-request.ts';
 import { compileRoutes } from '../../../src/policy/routes.ts';
 import type { CompiledRoute } from '../../../src/policy/routes.ts';
 import { ToolGrants } from '../../../src/policy/scopes.ts';
@@ -43,7 +45,18 @@ interface Case {
   principal: Principal | null;
   features?: ReadonlySet<string>;
   messages?: readonly unknown[];
+  /** MCP: the request's headers, decided at the exchange (after the credential) unless `exchange` is false. */
+  mcp?: { headers: Partial<Omit<McpHeaders, 'params'>> & { params?: Record<string, string[]> }; exchange?: boolean; batch?: boolean };
   expected: Expected;
+}
+
+/** The MCP policy of the cases: one allowed browser origin, one tool with a mirrored argument. */
+const ALLOWED_ORIGINS: ReadonlySet<string> = new Set(['https://console.example']);
+const TOOL_HEADERS: ToolHeaderLookup = { paramHeadersOf: (tool) => (tool === 'get_agent_status' ? [{ name: 'agent-id', path: ['agent_id'] }] : undefined) };
+
+function mcpRequestOf(mcp: NonNullable<Case['mcp']>): McpRequestFacts {
+  const headers: McpHeaders = { ...NO_MCP_HEADERS, ...mcp.headers, params: new Map(Object.entries(mcp.headers.params ?? {})) };
+  return { headers, allowedOrigins: ALLOWED_ORIGINS, toolHeaders: TOOL_HEADERS, exchange: mcp.exchange ?? true, batch: mcp.batch ?? false };
 }
 
 function run(tables: Tables, cases: readonly Case[]) {
@@ -56,6 +69,7 @@ function run(tables: Tables, cases: readonly Case[]) {
       licence: { features: c.features ?? ALL_FEATURES },
       now: NOW,
       ...(c.messages === undefined ? {} : { mcpMessages: c.messages }),
+      ...(c.mcp === undefined ? {} : { mcpRequest: mcpRequestOf(c.mcp) }),
     };
     expect(summary(decide(input, tables))).toEqual(c.expected);
   });
@@ -355,6 +369,43 @@ describe('decide: batches', () => {
       principal: key,
       messages: [request('ping', 1), 'garbage'],
       expected: { code: 'validation_failed', status: 400, messageIndex: 1 },
+    },
+  ]);
+});
+
+describe('decide: the MCP request headers (docs/mcp.md, "Protocol revisions")', () => {
+  const agents = apiKey(['mcp:agents']);
+  const modern = { protocolVersion: ['2026-07-28'] };
+  const tables = defaultTables();
+  run(tables, [
+    { description: 'an Origin not listed, before any credential', route: 'mcp', principal: null, mcp: { headers: { origin: ['https://evil.example'] }, exchange: false }, expected: refused('origin_not_allowed', 403) },
+    { description: 'a listed Origin goes on to the credential', route: 'mcp', principal: null, mcp: { headers: { origin: ['https://console.example'] }, exchange: false }, expected: refused('missing_credential', 401) },
+    { description: 'two Origin headers', route: 'mcp', principal: null, mcp: { headers: { origin: ['https://console.example', 'https://console.example'] }, exchange: false }, expected: refused('origin_not_allowed', 403) },
+    { description: 'a revision that is none: decided at the exchange', route: 'mcp', principal: agents, mcp: { headers: { protocolVersion: ['1999-01-01'] } }, expected: refused('unsupported_protocol_version', 400) },
+    { description: 'a revision that is none: not yet when the credential is decided', route: 'mcp', principal: agents, mcp: { headers: { protocolVersion: ['1999-01-01'] }, exchange: false }, expected: 'allow' },
+    { description: 'server/discover: any mcp: scope connects', route: 'mcp', principal: agents, messages: [request('server/discover')], mcp: { headers: { ...modern, method: ['server/discover'] } }, expected: 'allow' },
+    { description: 'Mcp-Name and Mcp-Method that agree', route: 'mcp', principal: agents, messages: [call('list_agents', {})], mcp: { headers: { ...modern, method: ['tools/call'], name: ['list_agents'] } }, expected: 'allow' },
+    { description: 'Mcp-Name of a tool the key may not call', route: 'mcp', principal: agents, messages: [call('list_agents', {})], mcp: { headers: { name: ['place_outbound_call'] } }, expected: refused('header_mismatch', 400) },
+    { description: 'Mcp-Name twice', route: 'mcp', principal: agents, messages: [call('list_agents', {})], mcp: { headers: { name: ['list_agents', 'list_agents'] } }, expected: refused('header_mismatch', 400) },
+    { description: 'mirror headers on a request without a message (GET)', route: 'mcp', principal: agents, mcp: { headers: { name: ['list_agents'] } }, expected: refused('header_mismatch', 400) },
+    { description: 'Mcp-Param-Agent-Id that agrees with the argument', route: 'mcp', principal: agents, messages: [call('get_agent_status', { agent_id: 2 })], mcp: { headers: { params: { 'agent-id': ['2'] } } }, expected: 'allow' },
+    { description: 'Mcp-Param-Agent-Id naming another agent', route: 'mcp', principal: agents, messages: [call('get_agent_status', { agent_id: 2 })], mcp: { headers: { params: { 'agent-id': ['3'] } } }, expected: refused('header_mismatch', 400) },
+    { description: 'Mcp-Param-* of a tool whose schema is unseen', route: 'mcp', principal: agents, messages: [call('list_agents', {})], mcp: { headers: { params: { 'agent-id': ['2'] } } }, expected: refused('header_mismatch', 400) },
+    {
+      description: 'the message first: an unknown tool is told so, whatever its headers say',
+      route: 'mcp',
+      principal: agents,
+      messages: [call('drop_database', {})],
+      mcp: { headers: { name: ['list_agents'] } },
+      expected: { code: 'unknown_tool', status: 404, messageIndex: 0, messageId: 1 },
+    },
+    {
+      description: 'the message first: a call a scope would allow keeps its 403 and scope',
+      route: 'mcp',
+      principal: agents,
+      messages: [call('place_outbound_call', { to: '+15550100' })],
+      mcp: { headers: { params: { 'agent-id': ['2'] } } },
+      expected: { code: 'insufficient_scope', status: 403, scope: 'mcp:calls', messageIndex: 0, messageId: 1 },
     },
   ]);
 });
