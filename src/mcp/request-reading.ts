@@ -13,7 +13,6 @@ export const SERVED_METHODS: Record<McpTransport, readonly string[]> = {
 };
 
 const EMPTY = Buffer.alloc(0);
-const PARAM_PREFIX = 'mcp-param-';
 
 export interface RequestReadingOptions {
   readonly pipeline: Pick<RequestPipeline, 'decideExchange'>;
@@ -81,16 +80,14 @@ export class RequestReading {
    * A `tools/call` with `Mcp-Param-*` headers of a tool this replica has not seen listed: its
    * schema may be known to another replica (the client listed the tools through it).
    */
-  #toolToRecall({ body, request }: Exchange): string | undefined {
+  #toolToRecall({ body, authorized }: Exchange): string | undefined {
     const headers = this.#options.toolHeaders;
     if (headers === undefined || body === undefined || body.batch || body.messages.length !== 1) return undefined;
+    // Read once by the pipeline when the credential was decided.
+    if (authorized.mcpHeaders === undefined || authorized.mcpHeaders.params.size === 0) return undefined;
     const { method, params } = body.messages[0] as { method?: unknown; params?: { name?: unknown } };
     if (method !== 'tools/call' || typeof params?.name !== 'string' || !headers.mayRecall(params.name)) return undefined;
-    const raw = request.rawHeaders;
-    for (let index = 0; index < raw.length; index += 2) {
-      if (raw[index]!.length > PARAM_PREFIX.length && raw[index]!.toLowerCase().startsWith(PARAM_PREFIX)) return params.name;
-    }
-    return undefined;
+    return params.name;
   }
 
   #decide(exchange: Exchange, next: ExchangeStep): void {

@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { createMcpHandler, isLegacyRequest, localhostAllowedHostnames, localhostAllowedOrigins, validateHostHeader, validateOriginHeader } from '@modelcontextprotocol/server';
 import { createFixtureServer } from './fixture.ts';
 import { createLegacySessions } from './legacy-sessions.ts';
-import { sendWebResponse, toWebRequest } from './node-fetch-bridge.ts';
+import { sendWebResponse, toWebRequest } from '../../examples/platform/web-bridge.ts';
 
 /**
  * The project's own MCP reference server for the conformance suite
@@ -48,12 +48,10 @@ export async function startReferenceServer(port = 0): Promise<ReferenceServer> {
     if (new URL(req.url ?? '/', origin).pathname !== MCP_PATH) return writeRpcError(res, 404, -32601, 'Not found');
     const refusal = rebindingRefusal(req);
     if (refusal !== undefined) return writeRpcError(res, 403, -32000, refusal);
-    // Aborting the request when the client leaves ends the SDK's exchange for it.
-    const abort = new AbortController();
-    res.once('close', () => abort.abort());
-    const request = await toWebRequest(req, origin, abort.signal);
+    // The example platform's bridge: the request is aborted when the client leaves, which ends the SDK's exchange for it.
+    const request = toWebRequest(req, res, await readBody(req));
     const response = (await isLegacyRequest(request)) ? await legacy.handle(request) : await modern.fetch(request);
-    await sendWebResponse(res, response);
+    await sendWebResponse(response, res);
   }
 
   await new Promise<void>((resolve) => http.listen(port, '127.0.0.1', resolve));
@@ -89,4 +87,11 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const server = await startReferenceServer(Number(process.env.PORT ?? 0));
   console.log(`MCP reference server on ${server.url}`);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void server.close().then(() => process.exit(0)));
+}
+
+/** The request's body, whole (MCP bodies are small JSON). */
+async function readBody(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
