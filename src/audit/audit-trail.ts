@@ -6,6 +6,10 @@ export const AUDIT_ACTIONS = [
   'login_failed',
   'key_created',
   'key_revoked',
+  'key_updated',
+  'key_disabled',
+  'key_enabled',
+  'key_rotated',
   'admin_created',
   'admin_password_reset',
 ] as const;

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
-import { createKeyBodySchema, parseCreateKeyRequest } from '../keys/create-request.ts';
-import type { Actor, KeyService } from '../keys/key-service.ts';
+import { z } from 'zod';
+import { createKeyBodySchema, parseCreateKeyRequest, parseUpdateKeyRequest, updateKeyBodySchema } from '../keys/create-request.ts';
+import { DEFAULT_GRACE_SECONDS, type Actor, type KeyService } from '../keys/key-service.ts';
 import { toRecord } from '../keys/record.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
 import { requireAdmin } from './admin-guard.ts';
@@ -17,7 +18,14 @@ const NON_POSITIVE_ID = /^(0|-[1-9][0-9]{0,15})$/;
 export interface KeyEvents {
   keyCreated(admin: AdminPrincipal, keyId: number, clientAddress: string): void;
   keyRevoked(admin: AdminPrincipal, keyId: number, clientAddress: string): void;
+  keyUpdated(admin: AdminPrincipal, keyId: number, clientAddress: string): void;
+  keyRotated(admin: AdminPrincipal, fromId: number, toId: number, clientAddress: string): void;
 }
+
+/** The rotate body: optional, and so is its one field. */
+export const rotateKeyBodySchema = z.strictObject({
+  grace_seconds: z.number().int('must be an integer').min(0).max(2_592_000).optional().meta({ description: 'How long the old key keeps working; 0 revokes it at once. Default 86400' }),
+});
 
 export interface ApiKeyRouteDeps {
   keys: KeyService;
@@ -28,10 +36,13 @@ export interface ApiKeyRouteDeps {
   now: () => Date;
 }
 
-/** POST, GET and DELETE of /api/v1/api-keys: admin token only, checked before the body is read. */
+/** POST, GET, PATCH and DELETE of /api/v1/api-keys and rotation: admin token only, checked before the body is read. */
 export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps): void {
   const { keys, guard, events, now } = deps;
   const createSchema = createKeyBodySchema(deps.knownScopes);
+  const updateSchema = updateKeyBodySchema(deps.knownScopes);
+  // RFC 7396's media type, read as the JSON it is (with the same limits and prototype-poisoning rules).
+  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
   const admins = new WeakMap<FastifyRequest, AdminPrincipal>();
   const authenticate = async (request: FastifyRequest) => {
     admins.set(request, await requireAdmin(request, guard));
@@ -56,20 +67,58 @@ export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps
     return reply.header('cache-control', 'no-store').send(rows.map((row) => toRecord(row, at)));
   });
 
-  app.delete(`${API_KEYS_PATH}/:id`, { onRequest: authenticate }, async (request, reply) => {
-    // The raw target, not the router's decoded parameter: `%31` must not quietly mean key 1.
-    const id = request.url.slice(API_KEYS_PATH.length + 1).split('?')[0]!;
-    if (NON_POSITIVE_ID.test(id)) throw new GatewayError('not_found', `No API key with id ${id}`);
-    if (!CANONICAL_ID.test(id) || !Number.isSafeInteger(Number(id))) {
-      throw new GatewayError('validation_failed', 'The key id must be a positive integer', {
-        errors: [{ field: 'id', message: 'must be a positive integer' }],
-      });
+  app.get(`${API_KEYS_PATH}/:id`, { onRequest: authenticate }, async (request, reply) => {
+    const row = await keys.getKey(keyIdOf(request));
+    return reply.header('cache-control', 'no-store').send(toRecord(row, now()));
+  });
+
+  app.patch(`${API_KEYS_PATH}/:id`, { onRequest: authenticate }, async (request, reply) => {
+    const id = keyIdOf(request);
+    const patch = parseUpdateKeyRequest(updateSchema, request.body, now());
+    const row = await keys.updateKey(id, patch, actorOf(request));
+    events.keyUpdated(adminOf(request), id, request.ip);
+    return reply.header('cache-control', 'no-store').send(toRecord(row, now()));
+  });
+
+  app.post(`${API_KEYS_PATH}/:id/rotate`, { onRequest: authenticate }, async (request, reply) => {
+    const id = keyIdOf(request);
+    const body = rotateKeyBodySchema.safeParse(request.body ?? {});
+    if (!body.success) {
+      const errors = body.error.issues.map((issue) => ({ field: issue.path.join('.') || 'body', message: issue.code === 'unrecognized_keys' ? 'unknown field' : issue.message }));
+      throw new GatewayError('validation_failed', errors.map((error) => `${error.field}: ${error.message}`).join('; '), { errors });
     }
-    await keys.revokeKey(Number(id), actorOf(request));
-    events.keyRevoked(adminOf(request), Number(id), request.ip);
+    const { row, key } = await keys.rotateKey(id, body.data.grace_seconds ?? DEFAULT_GRACE_SECONDS, actorOf(request));
+    events.keyRotated(adminOf(request), id, row.id, request.ip);
+    return reply
+      .code(201)
+      .header('location', `${API_KEYS_PATH}/${row.id}`)
+      .header('cache-control', 'no-store')
+      .send({ ...toRecord(row, now()), key });
+  });
+
+  app.delete(`${API_KEYS_PATH}/:id`, { onRequest: authenticate }, async (request, reply) => {
+    const id = keyIdOf(request);
+    await keys.revokeKey(id, actorOf(request));
+    events.keyRevoked(adminOf(request), id, request.ip);
     return reply.code(204).send();
   });
 
   methodNotAllowed(app, API_KEYS_PATH, ['GET', 'POST']);
-  methodNotAllowed(app, `${API_KEYS_PATH}/:id`, ['DELETE']);
+  methodNotAllowed(app, `${API_KEYS_PATH}/:id`, ['GET', 'PATCH', 'DELETE']);
+  methodNotAllowed(app, `${API_KEYS_PATH}/:id/rotate`, ['POST']);
+}
+
+/**
+ * The key id of `/api/v1/api-keys/{id}[/…]`, from the raw target, not the router's decoded
+ * parameter: `%31` must not quietly mean key 1. `0` or a negative integer names no key (404).
+ */
+function keyIdOf(request: FastifyRequest): number {
+  const id = request.url.slice(API_KEYS_PATH.length + 1).split('?')[0]!.split('/')[0]!;
+  if (NON_POSITIVE_ID.test(id)) throw new GatewayError('not_found', `No API key with id ${id}`);
+  if (!CANONICAL_ID.test(id) || !Number.isSafeInteger(Number(id))) {
+    throw new GatewayError('validation_failed', 'The key id must be a positive integer', {
+      errors: [{ field: 'id', message: 'must be a positive integer' }],
+    });
+  }
+  return Number(id);
 }

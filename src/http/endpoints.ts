@@ -61,6 +61,12 @@ export async function registerEndpoints(app: FastifyInstance, deps: EndpointDeps
       keyCreated: (admin, keyId, address) => {
         app.log.info({ event: 'key_created', adminId: admin.adminId, keyId, address }, 'API key created');
       },
+      keyUpdated: (admin, keyId, address) => {
+        app.log.info({ event: 'key_updated', adminId: admin.adminId, keyId, address }, 'API key updated');
+      },
+      keyRotated: (admin, keyId, toKeyId, address) => {
+        app.log.info({ event: 'key_rotated', adminId: admin.adminId, keyId, toKeyId, address }, 'API key rotated');
+      },
       keyRevoked: (admin, keyId, address) => {
         app.log.info({ event: 'key_revoked', adminId: admin.adminId, keyId, address }, 'API key revoked');
       },

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { GatewayError } from '../errors/gateway-error.ts';
+import type { ApiKeyPatch } from '../store/store.ts';
 
 export const DEFAULT_SCOPES = ['events:write'] as const;
 export const NAME_MAX_LENGTH = 200;
@@ -11,9 +12,15 @@ export interface CreateKeyRequest {
   expiresAt: Date | null;
 }
 
-/** The create body's schema; also the source of its OpenAPI description. */
-export function createKeyBodySchema(knownScopes: ReadonlySet<string>) {
-  return z.strictObject({
+/** A key's rate limit as the API spells it (docs/api-keys.md). */
+export const rateLimitSchema = z.strictObject({
+  requests: z.number().int('must be an integer').min(1).max(1_000_000),
+  per_seconds: z.number().int('must be an integer').min(1).max(86_400),
+});
+
+/** The fields of the create body, each validated the same way on update. */
+function keyFields(knownScopes: ReadonlySet<string>) {
+  return {
     name: z.string().trim().min(1, 'must not be empty').max(NAME_MAX_LENGTH, `must be at most ${NAME_MAX_LENGTH} characters`),
     agent_id: z.number().int('must be an integer').positive('must be a positive integer').max(Number.MAX_SAFE_INTEGER).nullable().optional(),
     scopes: z
@@ -33,7 +40,37 @@ export function createKeyBodySchema(knownScopes: ReadonlySet<string>) {
       .max(64)
       .optional(),
     expires_at: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a time zone' }).nullable().optional(),
-  });
+  };
+}
+
+/** The create body's schema; also the source of its OpenAPI description. */
+export function createKeyBodySchema(knownScopes: ReadonlySet<string>) {
+  return z.strictObject(keyFields(knownScopes));
+}
+
+/**
+ * The update body (`PATCH`, JSON merge patch, RFC 7396): any of the create's fields, and
+ * `enabled` and `rate_limit`; `null` clears `agent_id`, `expires_at` and `rate_limit`.
+ */
+export function updateKeyBodySchema(knownScopes: ReadonlySet<string>) {
+  const { name, agent_id, scopes, expires_at } = keyFields(knownScopes);
+  return z
+    .strictObject({ name: name.optional(), agent_id, scopes, expires_at, enabled: z.boolean().optional(), rate_limit: rateLimitSchema.nullable().optional() })
+    .refine((body) => Object.keys(body).length > 0, { error: 'must change at least one field' });
+}
+
+/** Validates an update body into a patch: the same rules as a create, fields left out left alone. */
+export function parseUpdateKeyRequest(schema: ReturnType<typeof updateKeyBodySchema>, body: unknown, now: Date): ApiKeyPatch {
+  const data = validated(schema, body);
+  const expiresAt = data.expires_at === undefined ? undefined : data.expires_at === null ? null : futureDate(data.expires_at, now);
+  return {
+    ...(data.name === undefined ? {} : { name: data.name }),
+    ...(data.scopes === undefined ? {} : { scopes: [...new Set(data.scopes)] }),
+    ...(data.agent_id === undefined ? {} : { agentId: data.agent_id }),
+    ...(expiresAt === undefined ? {} : { expiresAt }),
+    ...(data.enabled === undefined ? {} : { enabled: data.enabled }),
+    ...(data.rate_limit === undefined ? {} : { rateLimit: data.rate_limit === null ? null : { requests: data.rate_limit.requests, perSeconds: data.rate_limit.per_seconds } }),
+  };
 }
 
 /** Validates a create body; every problem becomes one entry of a 400 `validation_failed`. */
@@ -42,26 +79,32 @@ export function parseCreateKeyRequest(
   body: unknown,
   now: Date,
 ): CreateKeyRequest {
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) {
-    const errors = parsed.error.issues.map((issue) => ({
-      field: issue.path.length ? issue.path.join('.') : issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : 'body',
-      message: issue.code === 'unrecognized_keys' ? 'unknown field' : issue.message,
-    }));
-    throw new GatewayError('validation_failed', describe(errors), { errors });
-  }
-  const { name, agent_id, scopes, expires_at } = parsed.data;
-  const expiresAt = expires_at ? new Date(expires_at) : null;
-  if (expiresAt && expiresAt.getTime() <= now.getTime()) {
-    const errors = [{ field: 'expires_at', message: 'must be in the future' }];
-    throw new GatewayError('validation_failed', describe(errors), { errors });
-  }
+  const { name, agent_id, scopes, expires_at } = validated(schema, body);
+  const expiresAt = expires_at ? futureDate(expires_at, now) : null;
   return {
     name,
     agentId: agent_id ?? null,
     scopes: scopes ? [...new Set(scopes)] : [...DEFAULT_SCOPES],
     expiresAt,
   };
+}
+
+/** The body as the schema reads it; every problem becomes one entry of a 400 `validation_failed`. */
+function validated<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const errors = parsed.error.issues.map((issue) => ({
+    field: issue.path.length ? issue.path.join('.') : issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : 'body',
+    message: issue.code === 'unrecognized_keys' ? 'unknown field' : issue.message,
+  }));
+  throw new GatewayError('validation_failed', describe(errors), { errors });
+}
+
+function futureDate(text: string, now: Date): Date {
+  const at = new Date(text);
+  if (at.getTime() > now.getTime()) return at;
+  const errors = [{ field: 'expires_at', message: 'must be in the future' }];
+  throw new GatewayError('validation_failed', describe(errors), { errors });
 }
 
 function describe(errors: ReadonlyArray<{ field: string; message: string }>): string {

@@ -2,7 +2,8 @@ import type { ActorKind, AuditAction } from '../audit/audit-trail.ts';
 import type { Argon2Hasher } from '../crypto/argon2.ts';
 import { generateKey, keyPrefixOf } from '../credentials/key-format.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
-import type { ApiKeyRow, AuditOf, Store } from '../store/store.ts';
+import { changedFields } from '../store/key-lifecycle.ts';
+import type { ApiKeyPatch, ApiKeyRow, AuditOf, NewAuditEvent, Store } from '../store/store.ts';
 import type { CreateKeyRequest } from './create-request.ts';
 
 /** Told of every change to a key's state, so caches on every replica drop it before the change is acknowledged. */
@@ -20,7 +21,22 @@ export interface Actor {
 
 const PREFIX_ATTEMPTS = 5;
 
-/** Create, list and revoke API keys. The raw key leaves this service once, in `createKey`'s result. */
+/** Rotation's grace period when none is asked for: a day (docs/api-keys.md, "Key lifecycle"). */
+export const DEFAULT_GRACE_SECONDS = 86_400;
+
+/** Why a change is refused, as the API answers it. */
+const REFUSALS = {
+  not_found: (id: number) => new GatewayError('not_found', `No API key with id ${id}`),
+  revoked: (id: number) => new GatewayError('key_revoked', `The API key ${id} is revoked: it cannot be changed or rotated`),
+  expired: (id: number) => new GatewayError('key_expired', `The API key ${id} has expired: create a new key instead`),
+  rotated: (id: number) => new GatewayError('key_rotated', `The API key ${id} has been rotated: change or rotate its successor (its expiry can only be brought forward)`),
+} as const;
+
+/**
+ * Create, read, change, rotate and revoke API keys. The raw key leaves this service once, in
+ * `createKey`'s or `rotateKey`'s result. Every change is stored with its audit event, then in
+ * force on every replica before the method resolves (the listener's barrier).
+ */
 export class KeyService {
   readonly #store: Store;
   readonly #hasher: Argon2Hasher;
@@ -69,6 +85,50 @@ export class KeyService {
     return this.#store.listApiKeys();
   }
 
+  async getKey(id: number): Promise<ApiKeyRow> {
+    const row = await this.#store.findApiKeyById(id);
+    if (!row) throw REFUSALS.not_found(id);
+    return row;
+  }
+
+  /** Applies `patch`; a change that changed nothing is not stored, audited nor announced. */
+  async updateKey(id: number, patch: ApiKeyPatch, actor: Actor): Promise<ApiKeyRow> {
+    const now = this.#now();
+    const result = await this.#store.updateApiKey(id, patch, { now, limit: this.#licenceLimit, audit: (before, after) => updateEvents(before, after, actor, now) });
+    if (!result.ok) {
+      if (result.reason === 'license_limit') {
+        throw new GatewayError('license_limit', `The licence allows ${this.#licenceLimit} active API keys: enabling this one would exceed it`);
+      }
+      throw REFUSALS[result.reason](id);
+    }
+    if (result.key !== result.before) await this.#listener.keyChanged(id);
+    return result.key;
+  }
+
+  /**
+   * A new key in place of `id`, which keeps working for `graceSeconds` (0: revoked before this
+   * resolves). Both keys' states, and any predecessor's the rotation revoked, are in force on
+   * every replica before it resolves.
+   */
+  async rotateKey(id: number, graceSeconds: number, actor: Actor): Promise<{ row: ApiKeyRow; key: string; old: ApiKeyRow }> {
+    for (let attempt = 0; attempt < PREFIX_ATTEMPTS; attempt++) {
+      const key = generateKey();
+      const next = { keyPrefix: keyPrefixOf(key), keyHash: await this.#hasher.hash(key) };
+      const now = this.#now();
+      const result = await this.#store.rotateApiKey(id, next, {
+        now,
+        graceMs: graceSeconds * 1000,
+        audit: (old, created) => ({ ...eventOf('key_rotated', actor, now)(old), detail: { from: old.id, to: created.id, grace_seconds: graceSeconds } }),
+      });
+      if (result.ok) {
+        for (const changed of new Set([id, ...result.revoked])) await this.#listener.keyChanged(changed);
+        return { row: result.key, key, old: result.old };
+      }
+      if (result.reason !== 'prefix_taken') throw REFUSALS[result.reason](id);
+    }
+    throw new Error('could not draw a unique key prefix');
+  }
+
   /**
    * Idempotent; resolves once every replica has dropped the key. Unknown id: 404. Every call
    * that finds the key stores a `key_revoked` event with the revocation, before the replicas are told.
@@ -80,6 +140,16 @@ export class KeyService {
     await this.#listener.keyChanged(id);
     return row;
   }
+}
+
+/** `key_enabled` or `key_disabled` when that changed, and `key_updated` naming the other fields that did. */
+function updateEvents(before: ApiKeyRow, after: ApiKeyRow, actor: Actor, at: Date): NewAuditEvent[] {
+  const fields = changedFields(before, after);
+  const events: NewAuditEvent[] = [];
+  if (fields.includes('enabled')) events.push(eventOf(after.enabled ? 'key_enabled' : 'key_disabled', actor, at)(after));
+  const others = fields.filter((field) => field !== 'enabled');
+  if (others.length > 0) events.push({ ...eventOf('key_updated', actor, at)(after), detail: { fields: others } });
+  return events;
 }
 
 function eventOf(action: AuditAction, actor: Actor, at: Date): AuditOf<ApiKeyRow> {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiKeyRow } from '../store/store.ts';
 
-export const KEY_STATUSES = ['active', 'expired', 'revoked'] as const;
+export const KEY_STATUSES = ['active', 'disabled', 'expired', 'revoked'] as const;
 export type KeyStatus = (typeof KEY_STATUSES)[number];
 
 /**
@@ -19,6 +19,11 @@ export const apiKeyRecordSchema = z.strictObject({
   created_at: z.iso.datetime(),
   last_used_at: z.iso.datetime().nullable(),
   expires_at: z.iso.datetime().nullable(),
+  enabled: z.boolean(),
+  updated_at: z.iso.datetime(),
+  rate_limit: z.strictObject({ requests: z.number().int().positive(), per_seconds: z.number().int().positive() }).nullable(),
+  rotated_from: z.number().int().positive().nullable().meta({ description: 'The key this one replaced by rotation' }),
+  rotated_to: z.number().int().positive().nullable().meta({ description: 'The key that replaced this one; it works until `expires_at` (its grace period)' }),
 });
 export type ApiKeyRecord = z.output<typeof apiKeyRecordSchema>;
 
@@ -27,10 +32,10 @@ export const createdApiKeySchema = apiKeyRecordSchema.extend({
   key: z.string().meta({ description: 'The raw API key; shown only in this response' }),
 });
 
-export function keyStatus(row: Pick<ApiKeyRow, 'revokedAt' | 'expiresAt'>, now: Date): KeyStatus {
+export function keyStatus(row: Pick<ApiKeyRow, 'revokedAt' | 'expiresAt' | 'enabled'>, now: Date): KeyStatus {
   if (row.revokedAt) return 'revoked';
   if (row.expiresAt && row.expiresAt.getTime() <= now.getTime()) return 'expired';
-  return 'active';
+  return row.enabled ? 'active' : 'disabled';
 }
 
 export function toRecord(row: ApiKeyRow, now: Date): ApiKeyRecord {
@@ -46,5 +51,10 @@ export function toRecord(row: ApiKeyRow, now: Date): ApiKeyRecord {
     created_at: row.createdAt.toISOString(),
     last_used_at: row.lastUsedAt?.toISOString() ?? null,
     expires_at: row.expiresAt?.toISOString() ?? null,
+    enabled: row.enabled,
+    updated_at: row.updatedAt.toISOString(),
+    rate_limit: row.rateLimit === null ? null : { requests: row.rateLimit.requests, per_seconds: row.rateLimit.perSeconds },
+    rotated_from: row.rotatedFrom,
+    rotated_to: row.rotatedTo,
   };
 }

@@ -55,6 +55,7 @@ export type UpstreamStatus = number | 'error' | 'timeout';
 
 export interface KeyCounts {
   active: number;
+  disabled: number;
   expired: number;
   revoked: number;
 }
@@ -224,6 +225,7 @@ export class Metrics {
   /** Sets the key gauge; use `setKeyCounter` instead to read the counts at scrape time. */
   setKeysByStatus(counts: KeyCounts): void {
     this.#apiKeys.set({ status: 'active' }, counts.active);
+    this.#apiKeys.set({ status: 'disabled' }, counts.disabled);
     this.#apiKeys.set({ status: 'expired' }, counts.expired);
     this.#apiKeys.set({ status: 'revoked' }, counts.revoked);
   }

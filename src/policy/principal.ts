@@ -22,4 +22,6 @@ export interface ApiKeyPrincipal {
   expiresAt: Date | null;
   /** The key's secret was proven but the key is revoked: `decide()` refuses it. */
   revoked: boolean;
+  /** Disabled by an admin: refused until enabled again. */
+  disabled: boolean;
 }

@@ -20,6 +20,12 @@ export interface ApiKeyRecord {
   last_used_at: Date | null;
   expires_at: Date | null;
   revoked_at: Date | null;
+  enabled: boolean;
+  updated_at: Date;
+  rate_limit_requests: number | null;
+  rate_limit_per_seconds: number | null;
+  rotated_from: number | null;
+  rotated_to: number | null;
 }
 
 export interface AuditEventRecord {
@@ -49,6 +55,11 @@ export function toApiKey(row: ApiKeyRecord): ApiKeyRow {
     lastUsedAt: row.last_used_at,
     expiresAt: row.expires_at,
     revokedAt: row.revoked_at,
+    enabled: row.enabled,
+    updatedAt: row.updated_at,
+    rateLimit: row.rate_limit_requests === null || row.rate_limit_per_seconds === null ? null : { requests: row.rate_limit_requests, perSeconds: row.rate_limit_per_seconds },
+    rotatedFrom: row.rotated_from,
+    rotatedTo: row.rotated_to,
   };
 }
 
@@ -102,11 +113,14 @@ const IMPORTS = {
   admins: `INSERT INTO admins (id, email, password_hash, created_at) OVERRIDING SYSTEM VALUE
     SELECT id, email, password_hash, created_at FROM jsonb_to_recordset($1::jsonb)
       AS r(id integer, email text, password_hash text, created_at timestamptz)`,
-  api_keys: `INSERT INTO api_keys (id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at)
+  api_keys: `INSERT INTO api_keys (id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at,
+      enabled, updated_at, rate_limit_requests, rate_limit_per_seconds, rotated_from, rotated_to)
     OVERRIDING SYSTEM VALUE
-    SELECT id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at
+    SELECT id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at,
+      enabled, updated_at, rate_limit_requests, rate_limit_per_seconds, rotated_from, rotated_to
     FROM jsonb_to_recordset($1::jsonb) AS r(id bigint, name text, agent_id bigint, key_prefix text, key_hash text,
-      scopes text[], created_at timestamptz, last_used_at timestamptz, expires_at timestamptz, revoked_at timestamptz)`,
+      scopes text[], created_at timestamptz, last_used_at timestamptz, expires_at timestamptz, revoked_at timestamptz,
+      enabled boolean, updated_at timestamptz, rate_limit_requests integer, rate_limit_per_seconds integer, rotated_from bigint, rotated_to bigint)`,
   audit_events: `INSERT INTO audit_events (id, at, action, actor_kind, actor_id, subject_id, client_address, detail)
     OVERRIDING SYSTEM VALUE
     SELECT id, at, action, actor_kind, actor_id, subject_id, client_address, detail FROM jsonb_to_recordset($1::jsonb)
@@ -133,6 +147,12 @@ export async function insertAll(tx: SqlSession, data: StoreData): Promise<void> 
     last_used_at: row.lastUsedAt,
     expires_at: row.expiresAt,
     revoked_at: row.revokedAt,
+    enabled: row.enabled,
+    updated_at: row.updatedAt,
+    rate_limit_requests: row.rateLimit?.requests ?? null,
+    rate_limit_per_seconds: row.rateLimit?.perSeconds ?? null,
+    rotated_from: row.rotatedFrom,
+    rotated_to: row.rotatedTo,
   })));
   await insertBatches(tx, IMPORTS.audit_events, data.auditEvents.map((row) => ({
     id: row.id,

@@ -10,18 +10,23 @@ import {
   type ApiKeyRecord,
   type AuditEventRecord,
 } from './postgres-rows.ts';
+import { COUNTED_KEYS, countKeysByStatus, rotateApiKey, updateApiKey } from './postgres-key-lifecycle.ts';
 import type { SqlExecutor, SqlSession } from './sql.ts';
 import {
   StoreNotEmptyError,
   type AdminRow,
   type ApiKeyRow,
   type AuditEventRow,
+  type ApiKeyPatch,
   type AuditOf,
+  type AuditOfUpdate,
   type CreateKeyResult,
   type NewApiKey,
   type NewAuditEvent,
+  type RotateKeyResult,
   type Store,
   type StoreData,
+  type UpdateKeyResult,
 } from './store.ts';
 
 /** `Store` on PostgreSQL. */
@@ -108,17 +113,15 @@ export class PostgresStore implements Store {
         // Held until COMMIT: the next create counts only after our insert is visible.
         await tx.query('SELECT id FROM api_key_create_lock FOR UPDATE');
         if (limit !== null) {
-          const [row] = await tx.query<{ count: number }>(
-            `SELECT count(*)::int AS count FROM api_keys
-             WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`,
-            [now],
-          );
+          const [row] = await tx.query<{ count: number }>(`SELECT count(*)::int AS count FROM api_keys WHERE ${COUNTED_KEYS}`, [now]);
           if ((row?.count ?? 0) >= limit) return { ok: false, reason: 'license_limit' };
         }
         const [row] = await tx.query<ApiKeyRecord>(
-          `INSERT INTO api_keys (name, agent_id, key_prefix, key_hash, scopes, created_at, expires_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
-          [input.name, input.agentId, input.keyPrefix, input.keyHash, input.scopes, now, input.expiresAt],
+          `INSERT INTO api_keys (name, agent_id, key_prefix, key_hash, scopes, created_at, updated_at, expires_at, enabled,
+             rate_limit_requests, rate_limit_per_seconds)
+           VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10) RETURNING *`,
+          [input.name, input.agentId, input.keyPrefix, input.keyHash, input.scopes, now, input.expiresAt, input.enabled ?? true,
+            input.rateLimit?.requests ?? null, input.rateLimit?.perSeconds ?? null],
         );
         if (!row) throw new Error('INSERT … RETURNING returned no row');
         const key = toApiKey(row);
@@ -166,16 +169,25 @@ export class PostgresStore implements Store {
     );
   }
 
-  async countKeysByStatus(now: Date): Promise<{ active: number; expired: number; revoked: number }> {
-    const [row] = await this.#db.query<{ active: number; expired: number; revoked: number }>(
-      `SELECT
-         count(*) FILTER (WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1))::int AS active,
-         count(*) FILTER (WHERE revoked_at IS NULL AND expires_at <= $1)::int AS expired,
-         count(*) FILTER (WHERE revoked_at IS NOT NULL)::int AS revoked
-       FROM api_keys`,
-      [now],
-    );
-    return row ?? { active: 0, expired: 0, revoked: 0 };
+  updateApiKey(id: number, patch: ApiKeyPatch, options: { now: Date; limit: number | null; audit?: AuditOfUpdate }): Promise<UpdateKeyResult> {
+    return updateApiKey(this.#db, id, patch, options);
+  }
+
+  async rotateApiKey(
+    id: number,
+    next: { keyPrefix: string; keyHash: string },
+    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+  ): Promise<RotateKeyResult> {
+    try {
+      return await rotateApiKey(this.#db, id, next, options);
+    } catch (error) {
+      if (isPrefixConflict(error)) return { ok: false, reason: 'prefix_taken' };
+      throw error;
+    }
+  }
+
+  countKeysByStatus(now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }> {
+    return countKeysByStatus(this.#db, now);
   }
 
   appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow> {

@@ -10,23 +10,28 @@ import {
   type ApiKeyRecord,
   type AuditEventRecord,
 } from './sqlite/rows.ts';
+import { COUNTED_KEYS, countKeysByStatus, rotateApiKey, updateApiKey, type SqliteSession } from './sqlite/key-lifecycle.ts';
 import { inTransaction, unavailableOr } from './sqlite/transaction.ts';
 import { exportSqlite, importSqlite } from './sqlite/transfer.ts';
 import type {
   AdminRow,
+  ApiKeyPatch,
   ApiKeyRow,
   AuditEventRow,
   AuditOf,
+  AuditOfUpdate,
   CreateKeyResult,
   NewApiKey,
   NewAuditEvent,
+  RotateKeyResult,
   Store,
   StoreData,
+  UpdateKeyResult,
 } from './store.ts';
 
 type Parameters = Record<string, SQLInputValue>;
 
-const LIVE_KEYS = 'SELECT count(*) AS count FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $now)';
+const LIVE_KEYS = `SELECT count(*) AS count FROM api_keys WHERE ${COUNTED_KEYS}`;
 
 // One statement for the batch: [[id, ms], …] as JSON, joined on the rowid.
 const RECORD_USES = `
@@ -45,6 +50,12 @@ export class SqliteStore implements Store {
   readonly #release: () => void;
   /** Prepared once per connection: preparing costs more than running most of these. */
   readonly #statements = new Map<string, StatementSync>();
+  /** What the key lifecycle's module runs its statements on, inside this store's transactions. */
+  readonly #session: SqliteSession = {
+    get: (sql, parameters) => this.#get(sql, parameters),
+    all: (sql, parameters) => this.#all(sql, parameters),
+    appendAudit: (event) => void this.#appendAudit(event),
+  };
   #closed = false;
 
   /** `release`: called once the database is closed (the embedded store's lock). */
@@ -134,8 +145,10 @@ export class SqliteStore implements Store {
         return { ok: false, reason: 'license_limit' };
       }
       const row = this.#get<ApiKeyRecord>(
-        `INSERT INTO api_keys (name, agent_id, key_prefix, key_hash, scopes, created_at, expires_at)
-         VALUES ($name, $agent_id, $key_prefix, $key_hash, $scopes, $created_at, $expires_at)
+        `INSERT INTO api_keys (name, agent_id, key_prefix, key_hash, scopes, created_at, updated_at, expires_at, enabled,
+           rate_limit_requests, rate_limit_per_seconds, rotated_from, rotated_to)
+         VALUES ($name, $agent_id, $key_prefix, $key_hash, $scopes, $created_at, $created_at, $expires_at, $enabled,
+           $rate_limit_requests, $rate_limit_per_seconds, $rotated_from, $rotated_to)
          ON CONFLICT (key_prefix) DO NOTHING RETURNING *`,
         { ...apiKeyParameters(input), created_at: millis(now) },
       );
@@ -188,18 +201,20 @@ export class SqliteStore implements Store {
     });
   }
 
-  async countKeysByStatus(now: Date): Promise<{ active: number; expired: number; revoked: number }> {
-    return this.#run(() => {
-      const row = this.#get<{ active: number | null; expired: number | null; revoked: number | null }>(
-        `SELECT
-           count(*) FILTER (WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $now)) AS active,
-           count(*) FILTER (WHERE revoked_at IS NULL AND expires_at <= $now) AS expired,
-           count(*) FILTER (WHERE revoked_at IS NOT NULL) AS revoked
-         FROM api_keys`,
-        { now: millis(now) },
-      );
-      return { active: Number(row?.active ?? 0), expired: Number(row?.expired ?? 0), revoked: Number(row?.revoked ?? 0) };
-    });
+  async updateApiKey(id: number, patch: ApiKeyPatch, options: { now: Date; limit: number | null; audit?: AuditOfUpdate }): Promise<UpdateKeyResult> {
+    return this.#write(() => updateApiKey(this.#session, id, patch, options));
+  }
+
+  async rotateApiKey(
+    id: number,
+    next: { keyPrefix: string; keyHash: string },
+    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+  ): Promise<RotateKeyResult> {
+    return this.#write(() => rotateApiKey(this.#session, id, next, options));
+  }
+
+  async countKeysByStatus(now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }> {
+    return this.#run(() => countKeysByStatus(this.#session, now));
   }
 
   async appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow> {

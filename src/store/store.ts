@@ -15,6 +15,21 @@ export interface ApiKeyRow {
   lastUsedAt: Date | null;
   expiresAt: Date | null;
   revokedAt: Date | null;
+  /** false: disabled, refused until enabled again (docs/api-keys.md, "Key lifecycle"). */
+  enabled: boolean;
+  /** The last change through update or rotation (`createdAt` until then). */
+  updatedAt: Date;
+  /** Stored and shown; enforced by the rate limiter. */
+  rateLimit: RateLimit | null;
+  /** The key this one replaced by rotation. */
+  rotatedFrom: number | null;
+  /** The key that replaced this one: it is in its grace period until `expiresAt`, and counts towards no licence. */
+  rotatedTo: number | null;
+}
+
+export interface RateLimit {
+  requests: number;
+  perSeconds: number;
 }
 
 export interface NewApiKey {
@@ -24,7 +39,32 @@ export interface NewApiKey {
   keyHash: string;
   scopes: string[];
   expiresAt: Date | null;
+  /** Default true. */
+  enabled?: boolean;
+  /** Default none. */
+  rateLimit?: RateLimit | null;
 }
+
+/** What an update may change; a field left out stays as it is. */
+export interface ApiKeyPatch {
+  name?: string;
+  scopes?: string[];
+  agentId?: number | null;
+  expiresAt?: Date | null;
+  enabled?: boolean;
+  rateLimit?: RateLimit | null;
+}
+
+export type UpdateKeyResult =
+  | { ok: true; key: ApiKeyRow; before: ApiKeyRow }
+  | { ok: false; reason: 'not_found' | 'revoked' | 'license_limit' | 'rotated' };
+
+export type RotateKeyResult =
+  | { ok: true; key: ApiKeyRow; old: ApiKeyRow; /** Keys revoked by the rotation: the old one (no grace), a predecessor still in its grace period. */ revoked: number[] }
+  | { ok: false; reason: 'not_found' | 'revoked' | 'expired' | 'rotated' | 'prefix_taken' };
+
+/** The events of an update, from the row before and after it (none when nothing changed). */
+export type AuditOfUpdate = (before: ApiKeyRow, after: ApiKeyRow) => NewAuditEvent[];
 
 export interface AdminRow {
   id: number;
@@ -117,7 +157,8 @@ export interface Store {
 
   /**
    * Creates a key in one transaction that serialises creates, so the licence cap holds under
-   * concurrency: keys neither revoked nor expired at `now` count towards `limit` (null: no cap).
+   * concurrency: keys neither revoked, expired nor rotated (in a grace period) at `now` count
+   * towards `limit` (null: no cap), disabled ones included.
    * `audit`: the creation's event, written in the same transaction.
    */
   createApiKey(input: NewApiKey, limit: number | null, now: Date, audit?: AuditOf<ApiKeyRow>): Promise<CreateKeyResult>;
@@ -131,8 +172,28 @@ export interface Store {
   revokeApiKey(id: number, now: Date, audit?: AuditOf<ApiKeyRow>): Promise<ApiKeyRow | null>;
   /** Write-behind of `last_used_at`: one statement for the batch, never moving a timestamp backwards. */
   recordKeyUses(uses: ReadonlyMap<number, Date>): Promise<void>;
-  /** Counts of keys by status at `now`. */
-  countKeysByStatus(now: Date): Promise<{ active: number; expired: number; revoked: number }>;
+  /**
+   * Applies `patch` in one transaction that locks the key (concurrent updates apply one after
+   * the other, never mixed), with its events. Never touches `revoked_at`: a revoked key is
+   * refused, and stays revoked. Enabling a key is refused while the keys counted towards
+   * `limit` without it already reach it (creates are serialised with it). A rotated key's
+   * expiry can only be brought forward (its grace period never grows into a licence-free key).
+   */
+  updateApiKey(id: number, patch: ApiKeyPatch, options: { now: Date; limit: number | null; audit?: AuditOfUpdate }): Promise<UpdateKeyResult>;
+  /**
+   * Replaces key `id` by a new one in one transaction: the new key copies name, agent, scopes,
+   * expiry, enabled and rate limit, with `rotatedFrom`; the old one gets `rotatedTo` and an
+   * expiry of at most `now + graceMs` (revoked at once when `graceMs` is 0). A predecessor of the
+   * old key still in its grace period is revoked, so a chain never has three live keys.
+   * `audit`: the rotation's event, written in the same transaction.
+   */
+  rotateApiKey(
+    id: number,
+    next: { keyPrefix: string; keyHash: string },
+    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+  ): Promise<RotateKeyResult>;
+  /** Counts of keys by status at `now` (a disabled key that is neither revoked nor expired is `disabled`). */
+  countKeysByStatus(now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }>;
 
   appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow>;
   /** Newest first; `before` is an id for paging. */

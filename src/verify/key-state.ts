@@ -25,6 +25,7 @@ export function keyStateOf(row: ApiKeyRow, freshUntil: number, scopes: ScopeList
     scopes: scopes.intern(row.scopes),
     expiresAt: row.expiresAt,
     revoked: row.revokedAt !== null,
+    disabled: !row.enabled,
   });
   return {
     principal,

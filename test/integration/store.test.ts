@@ -215,6 +215,11 @@ for (const target of targets) {
           lastUsedAt: null,
           expiresAt: later(3600),
           revokedAt: null,
+          enabled: true,
+          updatedAt: now,
+          rateLimit: null,
+          rotatedFrom: null,
+          rotatedTo: null,
         });
         expect(b.id).toBeGreaterThan(a.id);
         expect(await store.listApiKeys()).toEqual([a, b]);
@@ -281,8 +286,8 @@ for (const target of targets) {
         await createKey(store, 'gh_boundary0', { expiresAt: now });
         const revoked = await createKey(store, 'gh_revoked00', { expiresAt: later(-1) });
         await store.revokeApiKey(revoked.id, now);
-        expect(await store.countKeysByStatus(now)).toEqual({ active: 2, expired: 2, revoked: 1 });
-        expect(await store.countKeysByStatus(later(60))).toEqual({ active: 1, expired: 3, revoked: 1 });
+        expect(await store.countKeysByStatus(now)).toEqual({ active: 2, disabled: 0, expired: 2, revoked: 1 });
+        expect(await store.countKeysByStatus(later(60))).toEqual({ active: 1, disabled: 0, expired: 3, revoked: 1 });
       });
     });
 

@@ -21,7 +21,7 @@ export function recordTraffic(metrics: Metrics): void {
   metrics.throttled('key_prefix');
   metrics.revocationBarrier(0.004, 0);
   metrics.revocationBarrier(2, 1);
-  metrics.setKeysByStatus({ active: 5, expired: 1, revoked: 2 });
+  metrics.setKeysByStatus({ active: 5, disabled: 0, expired: 1, revoked: 2 });
   metrics.login('success');
   metrics.login('failure');
   metrics.login('throttled');

@@ -1,5 +1,6 @@
 import { initial } from './001-initial.ts';
 import { apiKeysFillfactor } from './002-api-keys-fillfactor.ts';
+import { keyLifecycle } from './003-key-lifecycle.ts';
 
 export interface Migration {
   version: number;
@@ -8,4 +9,4 @@ export interface Migration {
 }
 
 /** Every migration, in order. Never edit one that has shipped: add the next version. */
-export const migrations: readonly Migration[] = [initial, apiKeysFillfactor];
+export const migrations: readonly Migration[] = [initial, apiKeysFillfactor, keyLifecycle];

@@ -62,5 +62,23 @@ CREATE TABLE audit_events (
 `,
 };
 
+/**
+ * The key lifecycle (docs/api-keys.md, "Key lifecycle"): enabled, a rate limit, the keys of a
+ * rotation. `updated_at` starts as `created_at` for the keys already stored.
+ */
+const keyLifecycle: SqliteMigration = {
+  version: 2,
+  name: 'key-lifecycle',
+  sql: `
+ALTER TABLE api_keys ADD COLUMN enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1));
+ALTER TABLE api_keys ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE api_keys ADD COLUMN rate_limit_requests INTEGER;
+ALTER TABLE api_keys ADD COLUMN rate_limit_per_seconds INTEGER CHECK ((rate_limit_requests IS NULL) = (rate_limit_per_seconds IS NULL));
+ALTER TABLE api_keys ADD COLUMN rotated_from INTEGER;
+ALTER TABLE api_keys ADD COLUMN rotated_to INTEGER;
+UPDATE api_keys SET updated_at = created_at;
+`,
+};
+
 /** Every migration, in order. */
-export const sqliteMigrations: readonly SqliteMigration[] = [initial];
+export const sqliteMigrations: readonly SqliteMigration[] = [initial, keyLifecycle];

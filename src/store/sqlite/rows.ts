@@ -19,6 +19,12 @@ export interface ApiKeyRecord {
   last_used_at: number | null;
   expires_at: number | null;
   revoked_at: number | null;
+  enabled: number;
+  updated_at: number;
+  rate_limit_requests: number | null;
+  rate_limit_per_seconds: number | null;
+  rotated_from: number | null;
+  rotated_to: number | null;
 }
 
 export interface AuditEventRecord {
@@ -63,6 +69,11 @@ export function toApiKey(row: ApiKeyRecord): ApiKeyRow {
     lastUsedAt: dateOrNull(row.last_used_at),
     expiresAt: dateOrNull(row.expires_at),
     revokedAt: dateOrNull(row.revoked_at),
+    enabled: row.enabled === 1,
+    updatedAt: new Date(row.updated_at),
+    rateLimit: row.rate_limit_requests === null || row.rate_limit_per_seconds === null ? null : { requests: row.rate_limit_requests, perSeconds: row.rate_limit_per_seconds },
+    rotatedFrom: row.rotated_from,
+    rotatedTo: row.rotated_to,
   };
 }
 
@@ -80,7 +91,8 @@ export function toAuditEvent(row: AuditEventRecord): AuditEventRow {
 }
 
 /** An API key's columns as bound to `$name` parameters. */
-export function apiKeyParameters(key: Omit<ApiKeyRow, 'id' | 'createdAt' | 'lastUsedAt' | 'revokedAt'>) {
+/** A key's columns that creation, import and rotation write, as bound to `$name` parameters. */
+export function apiKeyParameters(key: Pick<ApiKeyRow, 'name' | 'agentId' | 'keyPrefix' | 'keyHash' | 'scopes' | 'expiresAt'> & Partial<Pick<ApiKeyRow, 'enabled' | 'rateLimit' | 'rotatedFrom' | 'rotatedTo'>>) {
   return {
     name: key.name,
     agent_id: key.agentId,
@@ -88,6 +100,11 @@ export function apiKeyParameters(key: Omit<ApiKeyRow, 'id' | 'createdAt' | 'last
     key_hash: key.keyHash,
     scopes: JSON.stringify(key.scopes),
     expires_at: millisOrNull(key.expiresAt),
+    enabled: key.enabled === false ? 0 : 1,
+    rate_limit_requests: key.rateLimit?.requests ?? null,
+    rate_limit_per_seconds: key.rateLimit?.perSeconds ?? null,
+    rotated_from: key.rotatedFrom ?? null,
+    rotated_to: key.rotatedTo ?? null,
   };
 }
 

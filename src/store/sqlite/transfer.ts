@@ -40,8 +40,10 @@ export function importSqlite(db: DatabaseSync, data: StoreData): void {
       admin.run({ id: row.id, email: row.email, password_hash: row.passwordHash, created_at: millis(row.createdAt) });
     }
     const key = db.prepare(
-      `INSERT INTO api_keys (id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at)
-       VALUES ($id, $name, $agent_id, $key_prefix, $key_hash, $scopes, $created_at, $last_used_at, $expires_at, $revoked_at)`,
+      `INSERT INTO api_keys (id, name, agent_id, key_prefix, key_hash, scopes, created_at, last_used_at, expires_at, revoked_at,
+         enabled, updated_at, rate_limit_requests, rate_limit_per_seconds, rotated_from, rotated_to)
+       VALUES ($id, $name, $agent_id, $key_prefix, $key_hash, $scopes, $created_at, $last_used_at, $expires_at, $revoked_at,
+         $enabled, $updated_at, $rate_limit_requests, $rate_limit_per_seconds, $rotated_from, $rotated_to)`,
     );
     for (const row of data.apiKeys) {
       key.run({
@@ -50,6 +52,7 @@ export function importSqlite(db: DatabaseSync, data: StoreData): void {
         created_at: millis(row.createdAt),
         last_used_at: millisOrNull(row.lastUsedAt),
         revoked_at: millisOrNull(row.revokedAt),
+        updated_at: millis(row.updatedAt),
       });
     }
     const event = db.prepare(

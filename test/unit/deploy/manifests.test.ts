@@ -131,7 +131,7 @@ async function knownMetrics(): Promise<Map<string, { type: string; labels: Set<s
   metrics.argon2Verify('match');
   metrics.throttled('login');
   metrics.revocationBarrier(0.01, 1);
-  metrics.setKeysByStatus({ active: 1, expired: 0, revoked: 0 });
+  metrics.setKeysByStatus({ active: 1, disabled: 0, expired: 0, revoked: 0 });
   metrics.login('success');
   metrics.setDependencyUp('store', true);
   const known = new Map<string, { type: string; labels: Set<string> }>();

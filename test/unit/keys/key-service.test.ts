@@ -18,7 +18,7 @@ class KeyLog implements Pick<Store, 'createApiKey' | 'revokeApiKey'> {
   createApiKey(input: NewApiKey, _limit: number | null, now: Date, audit?: AuditOf<ApiKeyRow>): Promise<CreateKeyResult> {
     this.calls.push('createApiKey');
     if (this.clashes-- > 0) return Promise.resolve({ ok: false, reason: 'prefix_taken' });
-    const row: ApiKeyRow = { ...input, id: this.keys.size + 1, createdAt: now, lastUsedAt: null, revokedAt: null };
+    const row: ApiKeyRow = { ...input, id: this.keys.size + 1, createdAt: now, updatedAt: now, lastUsedAt: null, revokedAt: null, enabled: input.enabled ?? true, rateLimit: input.rateLimit ?? null, rotatedFrom: null, rotatedTo: null };
     this.keys.set(row.id, row);
     if (audit) this.events.push(audit(row));
     return Promise.resolve({ ok: true, key: row });

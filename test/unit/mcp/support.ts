@@ -33,8 +33,8 @@ export const BODY_LIMIT = 256;
 /** Two keys: A may call the `mcp:agents` tools, B those of `mcp:calls`. */
 export const KEY_A = generateKey();
 export const KEY_B = generateKey();
-export const PRINCIPAL_A: ApiKeyPrincipal = { kind: 'api_key', keyId: 1, agentId: 7, scopes: ['mcp:agents'], expiresAt: null, revoked: false };
-export const PRINCIPAL_B: ApiKeyPrincipal = { kind: 'api_key', keyId: 2, agentId: null, scopes: ['mcp:calls'], expiresAt: null, revoked: false };
+export const PRINCIPAL_A: ApiKeyPrincipal = { kind: 'api_key', keyId: 1, agentId: 7, scopes: ['mcp:agents'], expiresAt: null, revoked: false, disabled: false };
+export const PRINCIPAL_B: ApiKeyPrincipal = { kind: 'api_key', keyId: 2, agentId: null, scopes: ['mcp:calls'], expiresAt: null, revoked: false, disabled: false };
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 export const JSON_POST = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };

@@ -195,7 +195,7 @@ describe('Metrics', () => {
     let fail = false;
     metrics.setKeyCounter(async () => {
       if (fail) throw new Error('store down');
-      return { active: 7, expired: 0, revoked: 3 };
+      return { active: 7, disabled: 0, expired: 0, revoked: 3 };
     });
     expect((await metrics.scrape()).body).toMatch(/^gatehouse_api_keys\{status="active"\} 7$/m);
     fail = true;

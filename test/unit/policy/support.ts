@@ -53,8 +53,8 @@ export function routesWith(...extra: Record<string, unknown>[]): Record<string, 
   return { ...routes, routes: [...routes.routes.slice(0, -1), ...extra, routes.routes.at(-1)!] };
 }
 
-export function apiKey(scopes: readonly string[], options: { agentId?: number | null; expiresAt?: Date | null; revoked?: boolean } = {}): ApiKeyPrincipal {
-  return { kind: 'api_key', keyId: 1, agentId: options.agentId ?? null, scopes, expiresAt: options.expiresAt ?? null, revoked: options.revoked ?? false };
+export function apiKey(scopes: readonly string[], options: { agentId?: number | null; expiresAt?: Date | null; revoked?: boolean; disabled?: boolean } = {}): ApiKeyPrincipal {
+  return { kind: 'api_key', keyId: 1, agentId: options.agentId ?? null, scopes, expiresAt: options.expiresAt ?? null, revoked: options.revoked ?? false, disabled: options.disabled ?? false };
 }
 
 export const ALL_FEATURES: ReadonlySet<string> = new Set(['events', 'recall', 'custom_tools', 'orchestrate']);

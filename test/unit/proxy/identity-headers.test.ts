@@ -12,6 +12,7 @@ const key = (keyId: number, agentId: number | null, scopes: readonly string[]): 
   scopes,
   expiresAt: null,
   revoked: false,
+  disabled: false,
 });
 
 describe('identityHeadersOf', () => {

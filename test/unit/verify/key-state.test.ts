@@ -13,6 +13,11 @@ const row = (fields: Partial<ApiKeyRow> = {}): ApiKeyRow => ({
   lastUsedAt: null,
   expiresAt: null,
   revokedAt: null,
+  enabled: true,
+  updatedAt: new Date(0),
+  rateLimit: null,
+  rotatedFrom: null,
+  rotatedTo: null,
   ...fields,
 });
 
@@ -21,13 +26,14 @@ describe('key state', () => {
     ['an active key without expiry', {}, { principal: expect.objectContaining({ expiresAt: null, revoked: false }) }],
     ['a revoked key', { revokedAt: new Date(5) }, { principal: expect.objectContaining({ expiresAt: null, revoked: true }) }],
     ['a key with an expiry', { expiresAt: new Date(1_000) }, { principal: expect.objectContaining({ expiresAt: new Date(1_000), revoked: false }) }],
+    ['a disabled key', { enabled: false }, { principal: expect.objectContaining({ revoked: false, disabled: true }) }],
   ])('describes %s', (_what, fields, expected) => {
     expect(keyStateOf(row(fields), 42, new ScopeLists())).toMatchObject({ ...expected, freshUntil: 42 });
   });
 
   it('hands out a frozen principal', () => {
     const { principal } = keyStateOf(row({ agentId: 9 }), 0, new ScopeLists());
-    expect(principal).toEqual({ kind: 'api_key', keyId: 1, agentId: 9, scopes: ['events:write'], expiresAt: null, revoked: false });
+    expect(principal).toEqual({ kind: 'api_key', keyId: 1, agentId: 9, scopes: ['events:write'], expiresAt: null, revoked: false, disabled: false });
     expect(Object.isFrozen(principal)).toBe(true);
     expect(Object.isFrozen(principal.scopes)).toBe(true);
   });

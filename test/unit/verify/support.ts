@@ -49,6 +49,11 @@ export class KeyTable implements Pick<Store, 'findApiKeyByPrefix' | 'findApiKeyB
       lastUsedAt: null,
       expiresAt: null,
       revokedAt: null,
+      enabled: true,
+      updatedAt: new Date(T0),
+      rateLimit: null,
+      rotatedFrom: null,
+      rotatedTo: null,
       ...fields,
     };
     this.rows.set(row.id, row);

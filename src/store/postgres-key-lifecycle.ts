@@ -1,0 +1,100 @@
+import { changedFields, patched, rotation, stillInGrace } from './key-lifecycle.ts';
+import { insertAuditEvent, toApiKey, type ApiKeyRecord } from './postgres-rows.ts';
+import type { SqlExecutor, SqlSession } from './sql.ts';
+import type { ApiKeyPatch, ApiKeyRow, AuditOfUpdate, NewAuditEvent, RotateKeyResult, UpdateKeyResult } from './store.ts';
+
+/** The key lifecycle's writes on PostgreSQL (`Store.updateApiKey`, `Store.rotateApiKey`); the rules are key-lifecycle.ts's. */
+
+/** The counted keys, as the create's licence check counts them (key-lifecycle.ts, `countsTowardsLicence`). */
+export const COUNTED_KEYS = 'revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) AND rotated_to IS NULL';
+
+export async function updateApiKey(
+  db: SqlExecutor,
+  id: number,
+  patch: ApiKeyPatch,
+  options: { now: Date; limit: number | null; audit?: AuditOfUpdate },
+): Promise<UpdateKeyResult> {
+  return db.transaction(async (tx): Promise<UpdateKeyResult> => {
+    const enabling = patch.enabled === true;
+    // An enable counts like a create: serialised with creates, so the cap holds under concurrency.
+    if (enabling && options.limit !== null) await tx.query('SELECT id FROM api_key_create_lock FOR UPDATE');
+    const before = await lockKey(tx, id);
+    if (before === null) return { ok: false, reason: 'not_found' };
+    const next = patched(before, patch, options.now);
+    if ('refused' in next) return { ok: false, reason: next.refused };
+    if (next.enabling && options.limit !== null) {
+      const [row] = await tx.query<{ count: number }>(`SELECT count(*)::int AS count FROM api_keys WHERE ${COUNTED_KEYS} AND id <> $2`, [options.now, id]);
+      if ((row?.count ?? 0) >= options.limit) return { ok: false, reason: 'license_limit' };
+    }
+    if (changedFields(before, next.after).length === 0) return { ok: true, key: before, before };
+    const key = await writeKey(tx, next.after);
+    for (const event of options.audit?.(before, key) ?? []) await insertAuditEvent(tx, event);
+    return { ok: true, key, before };
+  });
+}
+
+export async function rotateApiKey(
+  db: SqlExecutor,
+  id: number,
+  next: { keyPrefix: string; keyHash: string },
+  options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+): Promise<RotateKeyResult> {
+  const { now } = options;
+  return db.transaction(async (tx): Promise<RotateKeyResult> => {
+    const old = await lockKey(tx, id);
+    if (old === null) return { ok: false, reason: 'not_found' };
+    const change = rotation(old, now, options.graceMs);
+    if ('refused' in change) return { ok: false, reason: change.refused };
+    const [inserted] = await tx.query<ApiKeyRecord>(
+      `INSERT INTO api_keys (name, agent_id, key_prefix, key_hash, scopes, created_at, updated_at, expires_at, enabled,
+         rate_limit_requests, rate_limit_per_seconds, rotated_from)
+       VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11) RETURNING *`,
+      [old.name, old.agentId, next.keyPrefix, next.keyHash, old.scopes, now, old.expiresAt, old.enabled, old.rateLimit?.requests ?? null, old.rateLimit?.perSeconds ?? null, old.id],
+    );
+    if (!inserted) throw new Error('INSERT … RETURNING returned no row');
+    const key = toApiKey(inserted);
+    const replaced = await writeKey(tx, { ...old, expiresAt: change.expiresAt, revokedAt: change.revokedAt, rotatedTo: key.id, updatedAt: now });
+    const revoked = change.revokedAt === null ? [] : [old.id];
+    // At most two live keys in a chain: a predecessor still in its grace period ends now.
+    const predecessors = await tx.query<ApiKeyRecord>('SELECT * FROM api_keys WHERE rotated_to = $1 FOR UPDATE', [old.id]);
+    for (const predecessor of predecessors.map(toApiKey).filter((row) => stillInGrace(row, now))) {
+      await writeKey(tx, { ...predecessor, revokedAt: now, updatedAt: now });
+      revoked.push(predecessor.id);
+    }
+    if (options.audit) await insertAuditEvent(tx, options.audit(replaced, key));
+    return { ok: true, key, old: replaced, revoked };
+  });
+}
+
+/** Counts by status; `active` and `disabled` are the keys that accept requests or may again. */
+export async function countKeysByStatus(db: SqlExecutor, now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }> {
+  const [row] = await db.query<{ active: number; disabled: number; expired: number; revoked: number }>(
+    `SELECT
+       count(*) FILTER (WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) AND enabled)::int AS active,
+       count(*) FILTER (WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) AND NOT enabled)::int AS disabled,
+       count(*) FILTER (WHERE revoked_at IS NULL AND expires_at <= $1)::int AS expired,
+       count(*) FILTER (WHERE revoked_at IS NOT NULL)::int AS revoked
+     FROM api_keys`,
+    [now],
+  );
+  return row ?? { active: 0, disabled: 0, expired: 0, revoked: 0 };
+}
+
+async function lockKey(tx: SqlSession, id: number): Promise<ApiKeyRow | null> {
+  const [row] = await tx.query<ApiKeyRecord>('SELECT * FROM api_keys WHERE id = $1 FOR UPDATE', [id]);
+  return row ? toApiKey(row) : null;
+}
+
+/** Every column the lifecycle may change, written from the row as decided. */
+async function writeKey(tx: SqlSession, row: ApiKeyRow): Promise<ApiKeyRow> {
+  const [written] = await tx.query<ApiKeyRecord>(
+    `UPDATE api_keys SET name = $2, scopes = $3, agent_id = $4, expires_at = $5, enabled = $6, rate_limit_requests = $7,
+       rate_limit_per_seconds = $8, updated_at = $9, revoked_at = $10, rotated_to = $11
+     WHERE id = $1 RETURNING *`,
+    [row.id, row.name, row.scopes, row.agentId, row.expiresAt, row.enabled, row.rateLimit?.requests ?? null, row.rateLimit?.perSeconds ?? null, row.updatedAt, row.revokedAt, row.rotatedTo],
+  );
+  if (!written) throw new Error('UPDATE … RETURNING returned no row');
+  return toApiKey(written);
+}
+
+
