@@ -2,13 +2,13 @@ import { loadConfig } from '../config/load.ts';
 import { createKeyBodySchema, parseCreateKeyRequest } from '../keys/create-request.ts';
 import { KeyService, type KeyStateListener } from '../keys/key-service.ts';
 import { toRecord, type ApiKeyRecord } from '../keys/record.ts';
-import { EXIT_OK, UsageError, requiredString, stringList, stringValue, type Command } from './command.ts';
+import { EXIT_OK, UsageError, requiredString, stringList, stringValue, type Command, type ParsedArgs } from './command.ts';
 import { withStore, type StoreContext } from './context.ts';
 import { printJson, printTable } from './output.ts';
 import { describeBarrier, withRevocations } from './revocations.ts';
 
-const JSON_OPTION = { json: { type: 'boolean' } } as const;
-const JSON_HELP = { json: 'print JSON (the HTTP API\'s record format)' };
+export const JSON_OPTION = { json: { type: 'boolean' } } as const;
+export const JSON_HELP = { json: 'print JSON (the HTTP API\'s record format)' };
 const CANONICAL_ID = /^[1-9][0-9]{0,15}$/;
 
 /**
@@ -16,7 +16,7 @@ const CANONICAL_ID = /^[1-9][0-9]{0,15}$/;
  * serialised create. This process has no key cache of its own; `listener` reaches the running
  * gateways' (see `withRevocations`).
  */
-function keyServiceOf(context: StoreContext, listener: KeyStateListener = { keyChanged: async () => {} }): KeyService {
+export function keyServiceOf(context: StoreContext, listener: KeyStateListener = { keyChanged: async () => {} }): KeyService {
   return new KeyService({
     store: context.store,
     hasher: context.hasher,
@@ -117,11 +117,10 @@ export const keysRevoke: Command = {
   optionHelp: { ...JSON_HELP },
   positionals: { min: 1, max: 1 },
   async run(io, args) {
-    const id = args.positionals[0]!;
-    if (!CANONICAL_ID.test(id) || !Number.isSafeInteger(Number(id))) throw new UsageError(`the key id must be a positive integer, got '${id}'`);
+    const id = keyIdOf(args);
     return withStore(io.env, (context) =>
       withRevocations(io, context, async (revocations) => {
-        const row = await keyServiceOf(context, revocations.listener).revokeKey(Number(id), context.actor);
+        const row = await keyServiceOf(context, revocations.listener).revokeKey(id, context.actor);
         const record = toRecord(row, context.now());
         if (args.values.json) printJson(io, record);
         else io.stdout.write(`revoked API key ${describe(record)}\n`);
@@ -133,8 +132,22 @@ export const keysRevoke: Command = {
   },
 };
 
-function describe(record: ApiKeyRecord): string {
+/** The key id argument (`keys show|update|rotate|revoke <id>`): a canonical positive integer, or wrong usage. */
+export function keyIdOf(args: ParsedArgs): number {
+  const id = args.positionals[0]!;
+  if (!CANONICAL_ID.test(id) || !Number.isSafeInteger(Number(id))) throw new UsageError(`the key id must be a positive integer, got '${id}'`);
+  return Number(id);
+}
+
+/** One line about a key for people: never the raw key. */
+export function describe(record: ApiKeyRecord): string {
   const agent = record.agent_id === null ? 'any agent' : `agent ${record.agent_id}`;
   const expires = record.expires_at === null ? 'never expires' : `expires ${record.expires_at}`;
-  return `${record.id} "${record.name}" (${record.key_prefix}…, ${record.scopes.join(' ')}, ${agent}, ${expires})`;
+  const disabled = record.enabled ? '' : ', disabled';
+  const limit = record.rate_limit === null ? '' : `, ${describeRateLimit(record.rate_limit)}`;
+  return `${record.id} "${record.name}" (${record.key_prefix}…, ${record.scopes.join(' ')}, ${agent}, ${expires}${limit}${disabled})`;
+}
+
+export function describeRateLimit(limit: NonNullable<ApiKeyRecord['rate_limit']>): string {
+  return `${limit.requests} request(s) per ${limit.per_seconds}s`;
 }

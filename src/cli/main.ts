@@ -16,6 +16,7 @@ import {
 import { configCheck } from './config-command.ts';
 import { hashPassword } from './hash-password-command.ts';
 import { keysCreate, keysList, keysRevoke } from './key-commands.ts';
+import { keysRotate, keysShow, keysUpdate } from './key-lifecycle-commands.ts';
 import { serveCommand } from './serve-command.ts';
 import { storeCopy } from './store-commands.ts';
 
@@ -26,6 +27,9 @@ export const COMMANDS: readonly Command[] = [
   adminList,
   keysCreate,
   keysList,
+  keysShow,
+  keysUpdate,
+  keysRotate,
   keysRevoke,
   storeCopy,
   configCheck,

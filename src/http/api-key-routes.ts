@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
-import { z } from 'zod';
-import { createKeyBodySchema, parseCreateKeyRequest, parseUpdateKeyRequest, updateKeyBodySchema } from '../keys/create-request.ts';
+import { createKeyBodySchema, parseCreateKeyRequest, parseUpdateKeyRequest, rotateKeyBodySchema, updateKeyBodySchema, validated } from '../keys/create-request.ts';
 import { DEFAULT_GRACE_SECONDS, type Actor, type KeyService } from '../keys/key-service.ts';
 import { toRecord } from '../keys/record.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
 import { requireAdmin } from './admin-guard.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
+import { problemFor } from './problem.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
 export const API_KEYS_PATH = '/api/v1/api-keys';
@@ -22,10 +22,6 @@ export interface KeyEvents {
   keyRotated(admin: AdminPrincipal, fromId: number, toId: number, clientAddress: string): void;
 }
 
-/** The rotate body: optional, and so is its one field. */
-export const rotateKeyBodySchema = z.strictObject({
-  grace_seconds: z.number().int('must be an integer').min(0).max(2_592_000).optional().meta({ description: 'How long the old key keeps working; 0 revokes it at once. Default 86400' }),
-});
 
 export interface ApiKeyRouteDeps {
   keys: KeyService;
@@ -41,8 +37,13 @@ export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps
   const { keys, guard, events, now } = deps;
   const createSchema = createKeyBodySchema(deps.knownScopes);
   const updateSchema = updateKeyBodySchema(deps.knownScopes);
-  // RFC 7396's media type, read as the JSON it is (with the same limits and prototype-poisoning rules).
-  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+  // RFC 7396's media type, read as the JSON it is (with the same limits and prototype-poisoning
+  // rules), for PATCH only: a parser is the instance's, and the other endpoints take application/json alone.
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, (request, body: string, done) => {
+    if (request.method === 'PATCH') return json(request, body, done);
+    done(new GatewayError('unsupported_media_type', 'application/merge-patch+json is taken by PATCH only: send application/json'), undefined);
+  });
   const admins = new WeakMap<FastifyRequest, AdminPrincipal>();
   const authenticate = async (request: FastifyRequest) => {
     admins.set(request, await requireAdmin(request, guard));
@@ -82,18 +83,18 @@ export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps
 
   app.post(`${API_KEYS_PATH}/:id/rotate`, { onRequest: authenticate }, async (request, reply) => {
     const id = keyIdOf(request);
-    const body = rotateKeyBodySchema.safeParse(request.body ?? {});
-    if (!body.success) {
-      const errors = body.error.issues.map((issue) => ({ field: issue.path.join('.') || 'body', message: issue.code === 'unrecognized_keys' ? 'unknown field' : issue.message }));
-      throw new GatewayError('validation_failed', errors.map((error) => `${error.field}: ${error.message}`).join('; '), { errors });
-    }
-    const { row, key } = await keys.rotateKey(id, body.data.grace_seconds ?? DEFAULT_GRACE_SECONDS, actorOf(request));
+    // No body is no change to the defaults; a body is an object like any other (JSON `null` is not "none").
+    const body = validated(rotateKeyBodySchema, request.body === undefined ? {} : request.body);
+    const { row, key, unconfirmed } = await keys.rotateKey(id, body.grace_seconds ?? DEFAULT_GRACE_SECONDS, actorOf(request));
     events.keyRotated(adminOf(request), id, row.id, request.ip);
-    return reply
-      .code(201)
-      .header('location', `${API_KEYS_PATH}/${row.id}`)
-      .header('cache-control', 'no-store')
-      .send({ ...toRecord(row, now()), key });
+    reply.header('location', `${API_KEYS_PATH}/${row.id}`).header('cache-control', 'no-store');
+    if (unconfirmed !== undefined) {
+      // Stored, not confirmed on every replica: a 503 like any such change, carrying the new key,
+      // which exists and would otherwise be lost (the old key cannot be rotated again).
+      const problem = problemFor(unconfirmed, request.id);
+      return reply.code(problem.status).headers(problem.headers).send({ ...problem.body, id: row.id, key });
+    }
+    return reply.code(201).send({ ...toRecord(row, now()), key });
   });
 
   app.delete(`${API_KEYS_PATH}/:id`, { onRequest: authenticate }, async (request, reply) => {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { auditEventSchema } from '../audit/record.ts';
-import { createKeyBodySchema } from '../keys/create-request.ts';
+import { createKeyBodySchema, rotateKeyBodySchema, updateKeyBodySchema } from '../keys/create-request.ts';
 import { apiKeyRecordSchema, createdApiKeySchema } from '../keys/record.ts';
 import { API_KEYS_PATH } from './api-key-routes.ts';
 import { AUDIT_EVENTS_PATH, auditQuerySchema } from './audit-routes.ts';
@@ -62,7 +62,8 @@ export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: 
     paths: {
       [LOGIN_PATH]: { post: loginOperation() },
       [API_KEYS_PATH]: { post: createApiKeyOperation(), get: listApiKeysOperation() },
-      [`${API_KEYS_PATH}/{id}`]: { delete: revokeApiKeyOperation() },
+      [`${API_KEYS_PATH}/{id}`]: { get: getApiKeyOperation(), patch: updateApiKeyOperation(), delete: revokeApiKeyOperation() },
+      [`${API_KEYS_PATH}/{id}/rotate`]: { post: rotateApiKeyOperation() },
       [AUDIT_EVENTS_PATH]: { get: listAuditEventsOperation() },
       [OPENAPI_PATH]: { get: openApiDocumentOperation() },
     },
@@ -74,6 +75,9 @@ export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: 
         LoginRequest: jsonSchema(loginBodySchema, 'input'),
         LoginResponse: jsonSchema(loginResponseSchema, 'output'),
         CreateApiKeyRequest: jsonSchema(createKeyBodySchema(knownScopes), 'input'),
+        // The schema's refinement (at least one field) has no JSON Schema of its own.
+        UpdateApiKeyRequest: { ...jsonSchema(updateKeyBodySchema(knownScopes), 'input'), minProperties: 1 },
+        RotateApiKeyRequest: jsonSchema(rotateKeyBodySchema, 'input'),
         ApiKeyRecord: jsonSchema(apiKeyRecordSchema, 'output'),
         CreatedApiKey: jsonSchema(createdApiKeySchema, 'output'),
         AuditEvent: jsonSchema(auditEventSchema, 'output'),
@@ -145,6 +149,99 @@ function listApiKeysOperation(): JsonSchema {
   };
 }
 
+/** The key id of `/api/v1/api-keys/{id}[/…]`, read from the raw target as every one of its operations reads it. */
+const ID_PARAMETER: JsonSchema = {
+  name: 'id',
+  in: 'path',
+  required: true,
+  description: 'A canonical decimal integer; `0` or a negative one is 404, anything else that is not one is 400',
+  schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+};
+
+function getApiKeyOperation(): JsonSchema {
+  return {
+    operationId: 'getApiKey',
+    tags: ['api-keys'],
+    summary: 'Read an API key',
+    description: 'The record, whatever its status; never the raw key.',
+    security: ADMIN_TOKEN,
+    parameters: [ID_PARAMETER],
+    responses: {
+      '200': { description: 'The record', headers: noStore(), content: json(ref('ApiKeyRecord')) },
+      ...problems('validation_failed', ...ADMIN_REFUSALS, 'not_found', 'store_unavailable'),
+    },
+  };
+}
+
+function updateApiKeyOperation(): JsonSchema {
+  return {
+    operationId: 'updateApiKey',
+    tags: ['api-keys'],
+    summary: 'Change an API key',
+    description:
+      'A JSON merge patch (RFC 7396): the fields sent are changed, each validated as on create; `null` clears `agent_id`, ' +
+      '`expires_at` and `rate_limit`. `enabled: false` disables the key (401 `disabled_credential` until enabled again). ' +
+      'The change is in force on every replica before the answer leaves. A revoked key is 409 `key_revoked`; a rotated key\'s ' +
+      '`expires_at` can only be brought forward (409 `key_rotated`); enabling a key, or giving an expired key a new expiry, ' +
+      'while the other keys reach `LICENSE_API_KEYS` is 402. A patch that changes nothing changes nothing and answers the record.',
+    security: ADMIN_TOKEN,
+    parameters: [ID_PARAMETER],
+    requestBody: { required: true, content: { ...json(ref('UpdateApiKeyRequest')), 'application/merge-patch+json': { schema: ref('UpdateApiKeyRequest') } } },
+    responses: {
+      '200': { description: 'The updated record', headers: noStore(), content: json(ref('ApiKeyRecord')) },
+      ...problems(
+        'validation_failed',
+        'bad_request',
+        ...ADMIN_REFUSALS,
+        'license_limit',
+        'not_found',
+        'key_revoked',
+        'key_rotated',
+        'payload_too_large',
+        'unsupported_media_type',
+        'store_unavailable',
+      ),
+    },
+  };
+}
+
+function rotateApiKeyOperation(): JsonSchema {
+  return {
+    operationId: 'rotateApiKey',
+    tags: ['api-keys'],
+    summary: 'Rotate an API key',
+    description:
+      'A new key with the old one\'s name, agent, scopes, expiry, `enabled` and rate limit, and `rotated_from`; the raw key ' +
+      'is in this response only. The old key gets `rotated_to` and keeps working for `grace_seconds` (default 86400; `0` ' +
+      'revokes it before the answer). A predecessor of the old key still in its grace period is revoked: at most two keys ' +
+      'of a chain accept requests. A key in its grace period counts towards no licence, so a rotation is never 402. ' +
+      'The body may be left out. A rotation stored but not confirmed on every replica (Redis away) is 503, whose problem ' +
+      'body also carries the new key\'s `id` and `key`.',
+    security: ADMIN_TOKEN,
+    parameters: [ID_PARAMETER],
+    requestBody: { required: false, content: json(ref('RotateApiKeyRequest')) },
+    responses: {
+      '201': {
+        description: 'The new key: its record and the raw key',
+        headers: { location: { description: '/api/v1/api-keys/{id} of the new key', schema: { type: 'string' } }, ...noStore() },
+        content: json(ref('CreatedApiKey')),
+      },
+      ...problems(
+        'validation_failed',
+        'bad_request',
+        ...ADMIN_REFUSALS,
+        'not_found',
+        'key_revoked',
+        'key_expired',
+        'key_rotated',
+        'payload_too_large',
+        'unsupported_media_type',
+        'store_unavailable',
+      ),
+    },
+  };
+}
+
 function revokeApiKeyOperation(): JsonSchema {
   return {
     operationId: 'revokeApiKey',
@@ -152,15 +249,7 @@ function revokeApiKeyOperation(): JsonSchema {
     summary: 'Revoke an API key',
     description: 'At once: the key\'s next use is 401 `revoked_credential`. Revoking a revoked key is 204 again.',
     security: ADMIN_TOKEN,
-    parameters: [
-      {
-        name: 'id',
-        in: 'path',
-        required: true,
-        description: 'A canonical decimal integer; `0` or a negative one is 404, anything else that is not one is 400',
-        schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
-      },
-    ],
+    parameters: [ID_PARAMETER],
     responses: {
       '204': { description: 'Revoked' },
       ...problems('validation_failed', ...ADMIN_REFUSALS, 'not_found', 'store_unavailable'),
@@ -173,7 +262,7 @@ function listAuditEventsOperation(): JsonSchema {
     operationId: 'listAuditEvents',
     tags: ['audit'],
     summary: 'List audit events',
-    description: 'Logins (success and failure) and key creations and revocations, by the API or the `gatehouse` CLI; newest first.',
+    description: 'Logins (success and failure) and key creations, changes, rotations and revocations, by the API or the `gatehouse` CLI; newest first.',
     security: ADMIN_TOKEN,
     parameters: queryParameters(auditQuerySchema),
     responses: {

@@ -89,8 +89,8 @@ export function parseCreateKeyRequest(
   };
 }
 
-/** The body as the schema reads it; every problem becomes one entry of a 400 `validation_failed`. */
-function validated<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+/** The body as the schema reads it; every problem becomes one entry of a 400 `validation_failed` (also the rotate body's). */
+export function validated<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   const parsed = schema.safeParse(body);
   if (parsed.success) return parsed.data;
   const errors = parsed.error.issues.map((issue) => ({
@@ -110,3 +110,8 @@ function futureDate(text: string, now: Date): Date {
 function describe(errors: ReadonlyArray<{ field: string; message: string }>): string {
   return errors.map((error) => `${error.field}: ${error.message}`).join('; ');
 }
+
+/** The rotate body: optional, and so is its one field. */
+export const rotateKeyBodySchema = z.strictObject({
+  grace_seconds: z.number().int('must be an integer').min(0).max(2_592_000).optional().meta({ description: 'How long the old key keeps working; 0 revokes it at once. Default 86400' }),
+});

@@ -21,6 +21,14 @@ export interface Actor {
 
 const PREFIX_ATTEMPTS = 5;
 
+/** What a rotation gives: the new key (raw, this once), the old key's record and, when Redis could not confirm the change on every replica, why. */
+export interface RotatedKey {
+  row: ApiKeyRow;
+  key: string;
+  old: ApiKeyRow;
+  unconfirmed?: GatewayError;
+}
+
 /** Rotation's grace period when none is asked for: a day (docs/api-keys.md, "Key lifecycle"). */
 export const DEFAULT_GRACE_SECONDS = 86_400;
 
@@ -91,7 +99,11 @@ export class KeyService {
     return row;
   }
 
-  /** Applies `patch`; a change that changed nothing is not stored, audited nor announced. */
+  /**
+   * Applies `patch`; a change that changed nothing is neither stored nor audited, but it is
+   * announced all the same: it may be the retry of a change stored but not confirmed (503, Redis
+   * out of this or another replica's reach), and its answer confirms the change on every replica.
+   */
   async updateKey(id: number, patch: ApiKeyPatch, actor: Actor): Promise<ApiKeyRow> {
     const now = this.#now();
     const result = await this.#store.updateApiKey(id, patch, { now, limit: this.#licenceLimit, audit: (before, after) => updateEvents(before, after, actor, now) });
@@ -101,16 +113,18 @@ export class KeyService {
       }
       throw REFUSALS[result.reason](id);
     }
-    if (result.key !== result.before) await this.#listener.keyChanged(id);
+    await this.#listener.keyChanged(id);
     return result.key;
   }
 
   /**
    * A new key in place of `id`, which keeps working for `graceSeconds` (0: revoked before this
    * resolves). Both keys' states, and any predecessor's the rotation revoked, are in force on
-   * every replica before it resolves.
+   * every replica before it resolves. The rotation is stored before the replicas are told: when
+   * telling them fails, the new key is returned all the same with the failure (`unconfirmed`),
+   * since it exists and the old key cannot be rotated again; every key is still announced.
    */
-  async rotateKey(id: number, graceSeconds: number, actor: Actor): Promise<{ row: ApiKeyRow; key: string; old: ApiKeyRow }> {
+  async rotateKey(id: number, graceSeconds: number, actor: Actor): Promise<RotatedKey> {
     for (let attempt = 0; attempt < PREFIX_ATTEMPTS; attempt++) {
       const key = generateKey();
       const next = { keyPrefix: keyPrefixOf(key), keyHash: await this.#hasher.hash(key) };
@@ -121,8 +135,14 @@ export class KeyService {
         audit: (old, created) => ({ ...eventOf('key_rotated', actor, now)(old), detail: { from: old.id, to: created.id, grace_seconds: graceSeconds } }),
       });
       if (result.ok) {
-        for (const changed of new Set([id, ...result.revoked])) await this.#listener.keyChanged(changed);
-        return { row: result.key, key, old: result.old };
+        let unconfirmed: GatewayError | undefined;
+        for (const changed of new Set([id, ...result.revoked])) {
+          await this.#listener.keyChanged(changed).catch((error: unknown) => {
+            if (!(error instanceof GatewayError)) throw error;
+            unconfirmed ??= error;
+          });
+        }
+        return { row: result.key, key, old: result.old, ...(unconfirmed === undefined ? {} : { unconfirmed }) };
       }
       if (result.reason !== 'prefix_taken') throw REFUSALS[result.reason](id);
     }

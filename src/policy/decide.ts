@@ -50,7 +50,7 @@ export const AUTHENTICATE: Authenticate = Object.freeze({ allow: 'authenticate' 
  * route, the presented credential and its principal, the licence, the clock and, on MCP
  * routes, the JSON-RPC messages and the request's MCP headers. Every rule of the gateway is
  * here, in this order: an MCP request's `Origin`, the credential's presence and type,
- * revocation, disabling, expiry, then (API keys) scope, licensed feature, agent binding and, on MCP
+ * revocation, expiry, disabling, then (API keys) scope, licensed feature, agent binding and, on MCP
  * routes, the protocol version, the headers that mirror the body and the messages
  * (mcp-request.ts holds the header rules). Pure: no I/O, no clock read. Asked before
  * authentication (no `principal`), it refuses what the credential's shape already settles and
@@ -73,10 +73,11 @@ export function decide(input: DecisionInput, tables: Tables): Decision {
   }
   if (principal === undefined) return AUTHENTICATE;
   if (principal.kind === 'api_key' && principal.revoked) return deny('revoked_credential', 'The API key has been revoked');
-  if (principal.kind === 'api_key' && principal.disabled) return deny('disabled_credential', 'The API key is disabled');
   if (principal.expiresAt !== null && principal.expiresAt.getTime() <= input.now.getTime()) {
     return principal.kind === 'admin' ? deny('expired_credential', 'Admin token has expired; log in again') : deny('expired_credential', 'The API key has expired');
   }
+  // After expiry, as the record's status reads: a disabled key that has expired is expired.
+  if (principal.kind === 'api_key' && principal.disabled) return deny('disabled_credential', 'The API key is disabled');
   if (principal.kind === 'admin') return ALLOW;
   return decideForKey(input, principal, tables);
 }

@@ -11,8 +11,12 @@ export function countsTowardsLicence(row: Pick<ApiKeyRow, 'revokedAt' | 'expires
   return row.revokedAt === null && (row.expiresAt === null || row.expiresAt.getTime() > now.getTime()) && row.rotatedTo === null;
 }
 
-/** The row after `patch`, or why it is refused; `enabling` tells the store to check the licence. */
-export function patched(before: ApiKeyRow, patch: ApiKeyPatch, now: Date): { after: ApiKeyRow; enabling: boolean } | { refused: Extract<UpdateKeyResult, { ok: false }>['reason'] } {
+/**
+ * The row after `patch`, or why it is refused. `checksLicence` tells the store to check the
+ * licence: the patch enables the key, or makes it count again (an expired key given a later
+ * expiry or none, which would otherwise be a way around the cap, like a create without its check).
+ */
+export function patched(before: ApiKeyRow, patch: ApiKeyPatch, now: Date): { after: ApiKeyRow; checksLicence: boolean } | { refused: Extract<UpdateKeyResult, { ok: false }>['reason'] } {
   if (before.revokedAt !== null) return { refused: 'revoked' };
   if (before.rotatedTo !== null && patch.expiresAt !== undefined && !isNoLater(patch.expiresAt, before.expiresAt)) return { refused: 'rotated' };
   const after: ApiKeyRow = {
@@ -25,7 +29,10 @@ export function patched(before: ApiKeyRow, patch: ApiKeyPatch, now: Date): { aft
     ...(patch.rateLimit === undefined ? {} : { rateLimit: patch.rateLimit }),
   };
   const changed = changedFields(before, after).length > 0;
-  return { after: changed ? { ...after, updatedAt: now } : before, enabling: !before.enabled && after.enabled };
+  // A key in its grace period counts towards no licence, enabled or not.
+  const enabling = !before.enabled && after.enabled && countsTowardsLicence(after, now);
+  const countsAgain = !countsTowardsLicence(before, now) && countsTowardsLicence(after, now);
+  return { after: changed ? { ...after, updatedAt: now } : before, checksLicence: enabling || countsAgain };
 }
 
 /** The names (as the API spells them) of the fields that differ between two versions of a key. */
@@ -49,9 +56,10 @@ export function rotation(
   if (old.revokedAt !== null) return { refused: 'revoked' };
   if (old.expiresAt !== null && old.expiresAt.getTime() <= now.getTime()) return { refused: 'expired' };
   if (old.rotatedTo !== null) return { refused: 'rotated' };
-  if (graceMs === 0) return { expiresAt: old.expiresAt, revokedAt: now };
+  // The earlier of its own expiry and the grace period's end; no grace revokes it as well.
   const graceEnds = new Date(now.getTime() + graceMs);
-  return { expiresAt: old.expiresAt !== null && old.expiresAt.getTime() < graceEnds.getTime() ? old.expiresAt : graceEnds, revokedAt: null };
+  const expiresAt = old.expiresAt !== null && old.expiresAt.getTime() < graceEnds.getTime() ? old.expiresAt : graceEnds;
+  return { expiresAt, revokedAt: graceMs === 0 ? now : null };
 }
 
 /** Whether a predecessor (a key whose `rotatedTo` is the key being rotated) still accepts requests and must be revoked. */

@@ -15,14 +15,16 @@ export async function updateApiKey(
   options: { now: Date; limit: number | null; audit?: AuditOfUpdate },
 ): Promise<UpdateKeyResult> {
   return db.transaction(async (tx): Promise<UpdateKeyResult> => {
-    const enabling = patch.enabled === true;
-    // An enable counts like a create: serialised with creates, so the cap holds under concurrency.
-    if (enabling && options.limit !== null) await tx.query('SELECT id FROM api_key_create_lock FOR UPDATE');
+    // An enable, or a later expiry that makes an expired key count again, counts like a create:
+    // serialised with creates (the lock before the row's, as creates take it), so the cap holds
+    // under concurrency. Which of the two it is shows only once the row is read.
+    const mayCountAgain = patch.enabled === true || patch.expiresAt !== undefined;
+    if (mayCountAgain && options.limit !== null) await tx.query('SELECT id FROM api_key_create_lock FOR UPDATE');
     const before = await lockKey(tx, id);
     if (before === null) return { ok: false, reason: 'not_found' };
     const next = patched(before, patch, options.now);
     if ('refused' in next) return { ok: false, reason: next.refused };
-    if (next.enabling && options.limit !== null) {
+    if (next.checksLicence && options.limit !== null) {
       const [row] = await tx.query<{ count: number }>(`SELECT count(*)::int AS count FROM api_keys WHERE ${COUNTED_KEYS} AND id <> $2`, [options.now, id]);
       if ((row?.count ?? 0) >= options.limit) return { ok: false, reason: 'license_limit' };
     }

@@ -67,7 +67,7 @@ describe('OpenAPI: every route the gateway serves itself is described', () => {
 
   it('finds the gateway\'s own routes (the check below is not vacuous)', () => {
     expect(ownPaths(app)).toEqual(
-      expect.arrayContaining(['/api/v1/auth/login', '/api/v1/api-keys', '/api/v1/api-keys/:id', '/api/v1/audit-events', OPENAPI_PATH, ...DOCS_ROUTES]),
+      expect.arrayContaining(['/api/v1/auth/login', '/api/v1/api-keys', '/api/v1/api-keys/:id', '/api/v1/api-keys/:id/rotate', '/api/v1/audit-events', OPENAPI_PATH, ...DOCS_ROUTES]),
     );
   });
 
@@ -210,6 +210,42 @@ describe('OpenAPI: the answers of a real session match the document', () => {
     conforms(await request(keys, { token }), 'get', '/api/v1/api-keys');
   });
 
+  it('api-keys/{id}: read, change and rotate, and their refusals', async () => {
+    const token = await loginAdmin(gateway.url);
+    const keys = `${gateway.url}/api/v1/api-keys`;
+    const one = '/api/v1/api-keys/{id}';
+    const rotate = '/api/v1/api-keys/{id}/rotate';
+    // The cap (2) holds one live key from the test above: this one is the second.
+    const created = await request(keys, { method: 'POST', token, json: { name: 'lifecycle', agent_id: 3 } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as number;
+    conforms(await request(`${keys}/${id}`, { token }), 'get', one);
+    conforms(await request(`${keys}/999`, { token }), 'get', one);
+    conforms(await request(`${keys}/01`, { token }), 'get', one);
+    conforms(await request(`${keys}/${id}`, { token: 'not.a.jwt' }), 'get', one);
+
+    const patched = await request(`${keys}/${id}`, { method: 'PATCH', token, json: { name: 'renamed', rate_limit: { requests: 10, per_seconds: 60 }, enabled: false } });
+    conforms(patched, 'patch', one);
+    expect(patched.body).toMatchObject({ name: 'renamed', enabled: false, status: 'disabled', rate_limit: { requests: 10, per_seconds: 60 } });
+    const merge = await request(`${keys}/${id}`, { method: 'PATCH', token, headers: { 'content-type': 'application/merge-patch+json' }, body: '{"agent_id":null,"enabled":true}' });
+    conforms(merge, 'patch', one);
+    expect(merge.body).toMatchObject({ agent_id: null, enabled: true, status: 'active' });
+    conforms(await request(`${keys}/${id}`, { method: 'PATCH', token, json: {} }), 'patch', one);
+    conforms(await request(`${keys}/${id}`, { method: 'PATCH', token, body: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 'patch', one);
+    conforms(await request(`${keys}/999`, { method: 'PATCH', token, json: { name: 'x' } }), 'patch', one);
+
+    const rotated = await request(`${keys}/${id}/rotate`, { method: 'POST', token, json: { grace_seconds: 60 } });
+    conforms(rotated, 'post', rotate);
+    expect(rotated.body).toMatchObject({ rotated_from: id, name: 'renamed' });
+    conforms(await request(`${keys}/${id}/rotate`, { method: 'POST', token }), 'post', rotate);
+    conforms(await request(`${keys}/${id}`, { method: 'PATCH', token, json: { expires_at: null } }), 'patch', one);
+    conforms(await request(`${keys}/${rotated.body.id}/rotate`, { method: 'POST', token, json: { grace_seconds: -1 } }), 'post', rotate);
+    conforms(await request(`${keys}/999/rotate`, { method: 'POST', token }), 'post', rotate);
+    expect((await request(`${keys}/${rotated.body.id}`, { method: 'DELETE', token })).status).toBe(204);
+    conforms(await request(`${keys}/${rotated.body.id}`, { method: 'PATCH', token, json: { name: 'x' } }), 'patch', one);
+    conforms(await request(`${keys}/${rotated.body.id}/rotate`, { method: 'POST', token }), 'post', rotate);
+  });
+
   it('audit-events: newest first, paged, and its refusals', async () => {
     const token = await loginAdmin(gateway.url);
     const audit = `${gateway.url}/api/v1/audit-events`;
@@ -218,7 +254,7 @@ describe('OpenAPI: the answers of a real session match the document', () => {
     const ids = all.body.map((event: any) => event.id);
     expect(ids).toEqual([...ids].sort((a: number, b: number) => b - a));
     expect(all.body.map((event: any) => event.action)).toEqual(
-      expect.arrayContaining(['login_succeeded', 'login_failed', 'key_created', 'key_revoked']),
+      expect.arrayContaining(['login_succeeded', 'login_failed', 'key_created', 'key_revoked', 'key_updated', 'key_disabled', 'key_enabled', 'key_rotated']),
     );
     const page = await request(`${audit}?limit=2&before=${ids[1]}`, { token });
     conforms(page, 'get', '/api/v1/audit-events');

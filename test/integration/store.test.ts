@@ -9,7 +9,18 @@ import { openStore } from '../../src/store/open.ts';
 import { connectPostgres } from '../../src/store/postgres.ts';
 import { migrateSqlite } from '../../src/store/sqlite/migrate.ts';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
-import { StoreNotEmptyError, type AuditOf, type NewApiKey, type Store, type StoreData } from '../../src/store/store.ts';
+import { changedFields } from '../../src/store/key-lifecycle.ts';
+import {
+  StoreNotEmptyError,
+  type ApiKeyPatch,
+  type ApiKeyRow,
+  type AuditOf,
+  type AuditOfUpdate,
+  type NewApiKey,
+  type NewAuditEvent,
+  type Store,
+  type StoreData,
+} from '../../src/store/store.ts';
 import { createTestDatabase, describeWithPostgres, postgresUrl } from '../support/services.ts';
 
 interface Migrations {
@@ -117,12 +128,27 @@ async function populate(store: Store): Promise<StoreData> {
   const live = await store.createApiKey(newKey('gh_export_a0', { agentId: 7, scopes: ['mcp:calls', 'events:write'], expiresAt: later(3600) }), null, now, eventOf('api_key.created'));
   const revoked = await createKey(store, 'gh_export_b0');
   await createKey(store, 'gh_export_c0', { expiresAt: later(-60) });
+  // The lifecycle's columns: disabled with a rate limit, and a rotation's two keys.
+  const disabled = await createKey(store, 'gh_export_d0', { agentId: 3 });
+  await store.updateApiKey(disabled.id, { enabled: false, rateLimit: { requests: 5, perSeconds: 60 } }, { now: later(3), limit: null, audit: updateEvent });
+  const replaced = await createKey(store, 'gh_export_e0', { scopes: ['mcp:calls'] });
+  await store.rotateApiKey(replaced.id, { keyPrefix: 'gh_export_f0', keyHash: 'hash-gh_export_f0' }, { now: later(4), graceMs: 3_600_000, audit: rotateEvent });
   await store.revokeApiKey(revoked.id, later(5), eventOf('api_key.revoked'));
   if (live.ok) await store.recordKeyUses(new Map([[live.key.id, later(7)]]));
   await store.appendAuditEvent({ ...plainEvent('admin.login'), actorKind: 'admin', actorId: String(admin.id), detail: { nested: { list: [1, 'two', null] } }, at: later(8) });
   await store.getOrCreateSetting('jwt_secret', 'secret-1');
   await store.getOrCreateSetting('other', 'value-2');
   return store.exportData();
+}
+
+/** An update's events as the service makes them: one, naming the fields that changed, from the rows written. */
+const updateEvent: AuditOfUpdate = (before, after) => [
+  { action: 'key_updated', actorKind: 'admin', actorId: '1', subjectId: String(after.id), clientAddress: null, detail: { fields: changedFields(before, after), name: after.name } },
+];
+
+/** A rotation's event, from the two rows as written. */
+function rotateEvent(old: ApiKeyRow, next: ApiKeyRow): NewAuditEvent {
+  return { action: 'key_rotated', actorKind: 'admin', actorId: '1', subjectId: String(old.id), clientAddress: null, detail: { from: old.id, to: next.id, oldExpiresAt: old.expiresAt?.toISOString() ?? null } };
 }
 
 function newKey(prefix: string, overrides: Partial<NewApiKey> = {}): NewApiKey {
@@ -314,6 +340,391 @@ for (const target of targets) {
       });
     });
 
+    describe('key lifecycle: updateApiKey', () => {
+      const at = later(10);
+      const update = (id: number, patch: ApiKeyPatch, options: { now?: Date; limit?: number | null; audit?: AuditOfUpdate } = {}) =>
+        store.updateApiKey(id, patch, { now: options.now ?? at, limit: options.limit ?? null, audit: options.audit ?? updateEvent });
+      const updated = async (id: number, patch: ApiKeyPatch, options: { now?: Date; limit?: number | null } = {}) => {
+        const result = await update(id, patch, options);
+        if (!result.ok) throw new Error(`updateApiKey refused: ${result.reason}`);
+        return result;
+      };
+
+      it('changes each field alone, stamps updated_at, and leaves everything else as it was', async () => {
+        const key = await createKey(store, 'gh_upd_each0', { agentId: 7, scopes: ['events:write'], expiresAt: later(3600) });
+        await store.recordKeyUses(new Map([[key.id, later(1)]]));
+        const used = (await store.findApiKeyById(key.id))!;
+        const steps: Array<[ApiKeyPatch, Partial<ApiKeyRow>]> = [
+          [{ name: 'renamed' }, { name: 'renamed' }],
+          [{ scopes: ['mcp:calls', 'events:write'] }, { scopes: ['mcp:calls', 'events:write'] }],
+          [{ agentId: 9 }, { agentId: 9 }],
+          [{ expiresAt: later(7200) }, { expiresAt: later(7200) }],
+          [{ enabled: false }, { enabled: false }],
+          [{ rateLimit: { requests: 10, perSeconds: 60 } }, { rateLimit: { requests: 10, perSeconds: 60 } }],
+          [{ enabled: true }, { enabled: true }],
+        ];
+        let current = used;
+        for (const [index, [patch, fields]] of steps.entries()) {
+          const when = later(10 + index);
+          const result = await updated(key.id, patch, { now: when });
+          const expected = { ...current, ...fields, updatedAt: when };
+          expect(result, JSON.stringify(patch)).toEqual({ ok: true, key: expected, before: current });
+          expect(await store.findApiKeyById(key.id)).toEqual(expected);
+          current = expected;
+        }
+        expect(current).toMatchObject({ id: key.id, keyPrefix: key.keyPrefix, keyHash: key.keyHash, createdAt: now, lastUsedAt: later(1), revokedAt: null, rotatedFrom: null, rotatedTo: null });
+      });
+
+      it('null clears the agent, the expiry and the rate limit; several fields change in one update', async () => {
+        const created = await store.createApiKey(newKey('gh_upd_null0', { agentId: 4, expiresAt: later(3600), rateLimit: { requests: 1, perSeconds: 1 } }), null, now);
+        if (!created.ok) throw new Error(created.reason);
+        expect(created.key.rateLimit).toEqual({ requests: 1, perSeconds: 1 });
+        const { key } = await updated(created.key.id, { agentId: null, expiresAt: null, rateLimit: null, name: 'cleared', enabled: false });
+        expect(key).toEqual({ ...created.key, agentId: null, expiresAt: null, rateLimit: null, name: 'cleared', enabled: false, updatedAt: at });
+        expect(await store.findApiKeyById(key.id)).toEqual(key);
+      });
+
+      it('an update that changes nothing returns the stored row as it is, and writes neither the row nor an event', async () => {
+        const created = await store.createApiKey(newKey('gh_upd_same0', { agentId: 4, scopes: ['events:write', 'mcp:calls'], expiresAt: later(3600), rateLimit: { requests: 3, perSeconds: 9 } }), null, now);
+        if (!created.ok) throw new Error(created.reason);
+        const key = created.key;
+        for (const patch of [
+          {},
+          { name: key.name, scopes: ['events:write', 'mcp:calls'], agentId: 4, expiresAt: new Date(later(3600).getTime()), enabled: true, rateLimit: { requests: 3, perSeconds: 9 } },
+          { enabled: true },
+        ] satisfies ApiKeyPatch[]) {
+          const result = await update(key.id, patch, { limit: 0 });
+          if (!result.ok) throw new Error(result.reason);
+          expect(result.key).toBe(result.before);
+          expect(result.key).toEqual(key);
+        }
+        expect(await store.findApiKeyById(key.id)).toEqual(key);
+        expect(await store.listAuditEvents({ limit: 10 })).toEqual([]);
+      });
+
+      it('refuses a revoked key (revoked) and an unknown one (not_found); a revoked key is never un-revoked', async () => {
+        const key = await createKey(store, 'gh_upd_revk0');
+        const revoked = (await store.revokeApiKey(key.id, later(5)))!;
+        for (const patch of [{ enabled: true }, { name: 'back' }, { expiresAt: null }, { enabled: false }] satisfies ApiKeyPatch[]) {
+          expect(await update(key.id, patch)).toEqual({ ok: false, reason: 'revoked' });
+        }
+        expect(await store.findApiKeyById(key.id)).toEqual(revoked);
+        expect(await update(key.id + 100, { name: 'nobody' })).toEqual({ ok: false, reason: 'not_found' });
+        expect(await store.listAuditEvents({ limit: 10 })).toEqual([]);
+      });
+
+      it('disabled keys count towards the cap of creates; enabling is refused when the other counted keys reach it', async () => {
+        const off = await createKey(store, 'gh_cap_off00', { enabled: false });
+        expect(off.enabled).toBe(false);
+        const on = await createKey(store, 'gh_cap_on000');
+        // Two keys counted, the disabled one included.
+        expect(await store.createApiKey(newKey('gh_cap_third'), 2, now)).toEqual({ ok: false, reason: 'license_limit' });
+        // Within the cap: the other counted key (1) is below 2.
+        expect(await update(off.id, { enabled: true }, { limit: 2 })).toMatchObject({ ok: true, key: { enabled: true } });
+        expect(await update(off.id, { enabled: false }, { limit: 1 })).toMatchObject({ ok: true, key: { enabled: false } });
+        // The cap lowered to 1: the other key already reaches it.
+        expect(await update(off.id, { enabled: true, name: 'not applied' }, { limit: 1 })).toEqual({ ok: false, reason: 'license_limit' });
+        expect(await store.findApiKeyById(off.id)).toMatchObject({ enabled: false, name: off.name });
+        // Other changes of a disabled key, and a key already enabled, are not licence checks.
+        expect(await update(off.id, { name: 'still off' }, { limit: 0 })).toMatchObject({ ok: true, key: { enabled: false, name: 'still off' } });
+        expect(await update(on.id, { enabled: true, name: 'on' }, { limit: 0 })).toMatchObject({ ok: true, key: { enabled: true, name: 'on' } });
+        expect(await update(off.id, { enabled: true }, { limit: null })).toMatchObject({ ok: true, key: { enabled: true } });
+        await update(off.id, { enabled: false });
+        // Revoked, expired and rotated keys are not counted against an enable.
+        await store.revokeApiKey(on.id, at);
+        await createKey(store, 'gh_cap_expd0', { expiresAt: later(5) });
+        const rotated = await createKey(store, 'gh_cap_rot00');
+        expect(await store.rotateApiKey(rotated.id, { keyPrefix: 'gh_cap_rot01', keyHash: 'h' }, { now: at, graceMs: 60_000 })).toMatchObject({ ok: true });
+        // Counted: the rotation's new key only.
+        expect(await update(off.id, { enabled: true }, { limit: 1 })).toEqual({ ok: false, reason: 'license_limit' });
+        expect(await update(off.id, { enabled: true }, { limit: 2 })).toMatchObject({ ok: true, key: { enabled: true } });
+      });
+
+      it('a key brought back from expiry by a later expiry counts again, so it is checked against the cap like an enable', async () => {
+        const lapsed = await createKey(store, 'gh_cap_lapse', { expiresAt: later(5) });
+        await createKey(store, 'gh_cap_live0');
+        // At `at` the lapsed key counts for nothing: one key counted, under a cap of 1 no more.
+        expect(await store.createApiKey(newKey('gh_cap_more0'), 1, at)).toEqual({ ok: false, reason: 'license_limit' });
+        expect(await update(lapsed.id, { expiresAt: later(3600) }, { limit: 1 })).toEqual({ ok: false, reason: 'license_limit' });
+        expect(await update(lapsed.id, { expiresAt: null }, { limit: 1 })).toEqual({ ok: false, reason: 'license_limit' });
+        expect(await store.findApiKeyById(lapsed.id)).toEqual(lapsed);
+        expect(await update(lapsed.id, { expiresAt: later(3600) }, { limit: 2 })).toMatchObject({ ok: true, key: { expiresAt: later(3600) } });
+        // A counted key's expiry moves freely at the cap.
+        expect(await update(lapsed.id, { expiresAt: null }, { limit: 2 })).toMatchObject({ ok: true, key: { expiresAt: null } });
+      });
+
+      it("a rotated key's expiry can only be brought forward; its other fields change freely", async () => {
+        const key = await createKey(store, 'gh_upd_rot00', { expiresAt: later(86_400) });
+        const rotation = await store.rotateApiKey(key.id, { keyPrefix: 'gh_upd_rot01', keyHash: 'h' }, { now, graceMs: 3_600_000 });
+        if (!rotation.ok) throw new Error(rotation.reason);
+        expect(rotation.old.expiresAt).toEqual(later(3600));
+        expect(await update(key.id, { expiresAt: later(3601) })).toEqual({ ok: false, reason: 'rotated' });
+        expect(await update(key.id, { expiresAt: null })).toEqual({ ok: false, reason: 'rotated' });
+        expect(await update(key.id, { expiresAt: later(86_400), name: 'not applied' })).toEqual({ ok: false, reason: 'rotated' });
+        expect(await store.findApiKeyById(key.id)).toEqual(rotation.old);
+        expect(await update(key.id, { expiresAt: later(3600) })).toMatchObject({ ok: true, key: rotation.old });
+        expect(await update(key.id, { expiresAt: later(1800), name: 'sooner', enabled: false })).toMatchObject({
+          ok: true,
+          key: { ...rotation.old, expiresAt: later(1800), name: 'sooner', enabled: false, updatedAt: at },
+        });
+        expect(await update(key.id, { enabled: true })).toMatchObject({ ok: true, key: { enabled: true, rotatedTo: rotation.key.id } });
+      });
+
+      it('writes the events an update makes from its rows in its transaction, and keeps nothing when they cannot be made', async () => {
+        const key = await createKey(store, 'gh_upd_audit');
+        await update(key.id, { name: 'audited', scopes: ['mcp:calls'] });
+        await update(key.id, { name: 'audited' });
+        const twoEvents: AuditOfUpdate = (before, after) => [
+          { ...plainEvent('key_disabled'), subjectId: String(after.id), detail: { enabled: after.enabled } },
+          { ...plainEvent('key_updated'), subjectId: String(before.id), detail: { from: before.name, to: after.name } },
+        ];
+        await update(key.id, { enabled: false, name: 'twice' }, { audit: twoEvents });
+        const events = (await store.listAuditEvents({ limit: 10 })).toReversed();
+        expect(events.map(({ action, subjectId, detail }) => ({ action, subjectId, detail }))).toEqual([
+          { action: 'key_updated', subjectId: String(key.id), detail: { fields: ['name', 'scopes'], name: 'audited' } },
+          { action: 'key_disabled', subjectId: String(key.id), detail: { enabled: false } },
+          { action: 'key_updated', subjectId: String(key.id), detail: { from: 'audited', to: 'twice' } },
+        ]);
+        const stored = await store.findApiKeyById(key.id);
+        const failing = (): never => {
+          throw new Error('no event');
+        };
+        await expect(store.updateApiKey(key.id, { name: 'lost', enabled: true }, { now: at, limit: null, audit: failing })).rejects.toThrow('no event');
+        expect(await store.findApiKeyById(key.id)).toEqual(stored);
+        expect(await store.listAuditEvents({ limit: 10 })).toHaveLength(3);
+      });
+    });
+
+    describe('key lifecycle: rotateApiKey', () => {
+      const at = later(10);
+      const rotate = (id: number, prefix: string, graceMs: number, now = at) =>
+        store.rotateApiKey(id, { keyPrefix: prefix, keyHash: `hash-${prefix}` }, { now, graceMs, audit: rotateEvent });
+      const rotated = async (id: number, prefix: string, graceMs: number, now = at) => {
+        const result = await rotate(id, prefix, graceMs, now);
+        if (!result.ok) throw new Error(`rotateApiKey refused: ${result.reason}`);
+        return result;
+      };
+
+      it('the new key copies name, agent, scopes, expiry, enabled and rate limit; the old one ends with its grace period', async () => {
+        const created = await store.createApiKey(
+          newKey('gh_rot_copy0', { agentId: 7, scopes: ['mcp:calls', 'events:write'], expiresAt: later(86_400), enabled: false, rateLimit: { requests: 4, perSeconds: 2 } }),
+          null,
+          now,
+        );
+        if (!created.ok) throw new Error(created.reason);
+        const old = created.key;
+        await store.recordKeyUses(new Map([[old.id, later(2)]]));
+        const result = await rotated(old.id, 'gh_rot_copy1', 60_000);
+        expect(result.key).toEqual({
+          id: expect.any(Number),
+          name: old.name,
+          agentId: 7,
+          keyPrefix: 'gh_rot_copy1',
+          keyHash: 'hash-gh_rot_copy1',
+          scopes: ['mcp:calls', 'events:write'],
+          createdAt: at,
+          lastUsedAt: null,
+          expiresAt: later(86_400),
+          revokedAt: null,
+          enabled: false,
+          updatedAt: at,
+          rateLimit: { requests: 4, perSeconds: 2 },
+          rotatedFrom: old.id,
+          rotatedTo: null,
+        });
+        expect(result.key.id).toBeGreaterThan(old.id);
+        expect(result.old).toEqual({ ...old, lastUsedAt: later(2), expiresAt: later(70), rotatedTo: result.key.id, updatedAt: at });
+        expect(result.revoked).toEqual([]);
+        expect(await store.listApiKeys()).toEqual([result.old, result.key]);
+        expect(await store.findApiKeyByPrefix('gh_rot_copy1')).toEqual(result.key);
+        const [event] = await store.listAuditEvents({ limit: 10 });
+        expect(event).toMatchObject({ action: 'key_rotated', subjectId: String(old.id), detail: { from: old.id, to: result.key.id, oldExpiresAt: later(70).toISOString() } });
+      });
+
+      it("the old key's expiry is the sooner of its own and the end of the grace period", async () => {
+        const soon = await createKey(store, 'gh_rot_soon0', { expiresAt: later(30) });
+        const never = await createKey(store, 'gh_rot_nevr0');
+        expect((await rotated(soon.id, 'gh_rot_soon1', 3_600_000)).old.expiresAt).toEqual(later(30));
+        expect((await rotated(never.id, 'gh_rot_nevr1', 3_600_000)).old.expiresAt).toEqual(later(10 + 3600));
+      });
+
+      it('a grace period of 0 revokes the old key at once, its expiry the moment of the rotation (the earlier of its own and now + 0)', async () => {
+        const old = await createKey(store, 'gh_rot_zero0', { expiresAt: later(3600) });
+        const result = await rotated(old.id, 'gh_rot_zero1', 0);
+        expect(result.old).toEqual({ ...old, revokedAt: at, expiresAt: at, rotatedTo: result.key.id, updatedAt: at });
+        expect(result.revoked).toEqual([old.id]);
+        expect(await store.findApiKeyById(old.id)).toEqual(result.old);
+        expect(result.key).toMatchObject({ revokedAt: null, expiresAt: later(3600), rotatedFrom: old.id });
+      });
+
+      it('refuses a revoked, an expired, an already rotated and an unknown key, and a taken prefix, changing nothing', async () => {
+        const revoked = await createKey(store, 'gh_rot_revk0');
+        await store.revokeApiKey(revoked.id, now);
+        const expired = await createKey(store, 'gh_rot_expd0', { expiresAt: at });
+        const first = await createKey(store, 'gh_rot_twic0');
+        await rotated(first.id, 'gh_rot_twic1', 60_000);
+        const taken = await createKey(store, 'gh_rot_take0');
+        const before = await store.exportData();
+        expect(await rotate(revoked.id, 'gh_rot_new00', 60_000)).toEqual({ ok: false, reason: 'revoked' });
+        expect(await rotate(expired.id, 'gh_rot_new00', 60_000)).toEqual({ ok: false, reason: 'expired' });
+        expect(await rotate(first.id, 'gh_rot_new00', 60_000)).toEqual({ ok: false, reason: 'rotated' });
+        expect(await rotate(first.id, 'gh_rot_new00', 0)).toEqual({ ok: false, reason: 'rotated' });
+        expect(await rotate(taken.id + 100, 'gh_rot_new00', 60_000)).toEqual({ ok: false, reason: 'not_found' });
+        expect(await rotate(taken.id, 'gh_rot_twic1', 60_000)).toEqual({ ok: false, reason: 'prefix_taken' });
+        expect(await store.exportData()).toEqual(before);
+        // The refused prefix draw leaves the key rotatable.
+        expect(await rotate(taken.id, 'gh_rot_take1', 60_000)).toMatchObject({ ok: true });
+      });
+
+      it('rotating a key whose predecessor is still in its grace period revokes the predecessor: never three live keys', async () => {
+        const a = await createKey(store, 'gh_chain_a00');
+        const toB = await rotated(a.id, 'gh_chain_b00', 3_600_000);
+        const toC = await rotated(toB.key.id, 'gh_chain_c00', 3_600_000, later(20));
+        expect(toC.revoked).toEqual([a.id]);
+        expect(await store.findApiKeyById(a.id)).toEqual({ ...toB.old, revokedAt: later(20), updatedAt: later(20) });
+        expect(toC.old).toMatchObject({ id: toB.key.id, revokedAt: null, expiresAt: later(20 + 3600), rotatedFrom: a.id, rotatedTo: toC.key.id });
+        expect(toC.key).toMatchObject({ rotatedFrom: toB.key.id, rotatedTo: null });
+        const live = (await store.listApiKeys()).filter((key) => key.revokedAt === null && (key.expiresAt === null || key.expiresAt > later(20)));
+        expect(live.map((key) => key.id)).toEqual([toB.key.id, toC.key.id]);
+        // With no grace, the rotated key and its predecessor both end.
+        const toD = await rotated(toC.key.id, 'gh_chain_d00', 0, later(30));
+        expect(toD.revoked.toSorted((x, y) => x - y)).toEqual([toB.key.id, toC.key.id]);
+      });
+
+      it('a predecessor whose grace period is over is left as it is', async () => {
+        const a = await createKey(store, 'gh_chainx_a0');
+        const toB = await rotated(a.id, 'gh_chainx_b0', 60_000);
+        const toC = await rotated(toB.key.id, 'gh_chainx_c0', 60_000, later(120));
+        expect(toC.revoked).toEqual([]);
+        expect(await store.findApiKeyById(a.id)).toEqual(toB.old);
+      });
+
+      it('the new key is not refused by the cap, and a key in its grace period counts towards none', async () => {
+        const key = await createKey(store, 'gh_rot_cap00');
+        // At the cap (1 of 1): the rotation still goes through.
+        const { key: next } = await rotated(key.id, 'gh_rot_cap01', 3_600_000);
+        expect(await store.createApiKey(newKey('gh_rot_cap02'), 1, at)).toEqual({ ok: false, reason: 'license_limit' });
+        // Two keys accept requests, one is counted.
+        expect(await store.createApiKey(newKey('gh_rot_cap02'), 2, at)).toMatchObject({ ok: true });
+        expect(await store.createApiKey(newKey('gh_rot_cap03'), 2, at)).toEqual({ ok: false, reason: 'license_limit' });
+        expect(next.rotatedFrom).toBe(key.id);
+      });
+
+      it('counts disabled keys apart from active ones; an expired or revoked disabled key is expired or revoked', async () => {
+        await createKey(store, 'gh_cnt_on000');
+        await createKey(store, 'gh_cnt_off00', { enabled: false });
+        await createKey(store, 'gh_cnt_offx0', { enabled: false, expiresAt: later(5) });
+        const revoked = await createKey(store, 'gh_cnt_offr0', { enabled: false });
+        await store.revokeApiKey(revoked.id, now);
+        const grace = await createKey(store, 'gh_cnt_rot00', { enabled: false });
+        await rotated(grace.id, 'gh_cnt_rot01', 60_000, now);
+        expect(await store.countKeysByStatus(now)).toEqual({ active: 1, disabled: 4, expired: 0, revoked: 1 });
+        expect(await store.countKeysByStatus(at)).toEqual({ active: 1, disabled: 3, expired: 1, revoked: 1 });
+        expect(await store.countKeysByStatus(later(120))).toEqual({ active: 1, disabled: 2, expired: 2, revoked: 1 });
+      });
+
+      it('keeps neither the new key nor the change of the old one when the event cannot be made', async () => {
+        const key = await createKey(store, 'gh_rot_fail0');
+        const failing = (): never => {
+          throw new Error('no event');
+        };
+        await expect(store.rotateApiKey(key.id, { keyPrefix: 'gh_rot_fail1', keyHash: 'h' }, { now: at, graceMs: 0, audit: failing })).rejects.toThrow('no event');
+        expect(await store.listApiKeys()).toEqual([key]);
+        expect(await store.listAuditEvents({ limit: 10 })).toEqual([]);
+      });
+    });
+
+    describe('key lifecycle under concurrency', () => {
+      const at = later(10);
+      const live = (key: ApiKeyRow, now: Date) => key.revokedAt === null && (key.expiresAt === null || key.expiresAt > now);
+
+      it('20 parallel updates of one key, each a full patch: the stored row is one of them, whole, and each saw the one before', async () => {
+        const key = await createKey(store, 'gh_par_upd00');
+        const patches = Array.from({ length: 20 }, (_, i): Required<ApiKeyPatch> => ({
+          name: `patch ${i}`,
+          scopes: i % 2 === 0 ? ['events:write'] : ['mcp:calls', 'mcp:knowledge'],
+          agentId: 100 + i,
+          expiresAt: later(1000 + i),
+          enabled: i % 3 !== 0,
+          rateLimit: { requests: 10 + i, perSeconds: 20 + i },
+        }));
+        const fieldsOf = (row: ApiKeyRow) => ({ name: row.name, scopes: row.scopes, agentId: row.agentId, expiresAt: row.expiresAt, enabled: row.enabled, rateLimit: row.rateLimit });
+        const results = await Promise.all(patches.map((patch) => store.updateApiKey(key.id, patch, { now: at, limit: null, audit: updateEvent })));
+        const applied = results.map((result) => {
+          if (!result.ok) throw new Error(result.reason);
+          return { before: fieldsOf(result.before), after: fieldsOf(result.key) };
+        });
+        applied.forEach(({ after }, i) => expect(after).toEqual(patches[i]));
+        const final = fieldsOf((await store.findApiKeyById(key.id))!);
+        expect(patches).toContainEqual(final);
+        // Serial: the updates form one chain from the created key to the stored one.
+        const befores = applied.map(({ before }) => JSON.stringify(before));
+        expect(befores.filter((before) => before === JSON.stringify(fieldsOf(key)))).toHaveLength(1);
+        for (const { after } of applied) {
+          const seen = befores.filter((before) => before === JSON.stringify(after)).length;
+          expect(seen).toBe(JSON.stringify(after) === JSON.stringify(final) ? 0 : 1);
+        }
+        expect(await store.listAuditEvents({ limit: 100 })).toHaveLength(20);
+      });
+
+      it('updates racing a revocation: the key ends revoked, every time', async () => {
+        for (let round = 0; round < 10; round++) {
+          const key = await createKey(store, `gh_par_rev${String(round).padStart(2, '0')}`, { enabled: false });
+          const results = await Promise.all([
+            store.updateApiKey(key.id, { enabled: true, name: `a${round}` }, { now: at, limit: null }),
+            store.revokeApiKey(key.id, at),
+            store.updateApiKey(key.id, { expiresAt: later(3600), scopes: ['mcp:calls'] }, { now: at, limit: 100 }),
+            store.updateApiKey(key.id, { name: `b${round}` }, { now: at, limit: null }),
+          ]);
+          for (const result of [results[0], results[2], results[3]]) expect([true, 'revoked']).toContain(result.ok || result.reason);
+          expect((await store.findApiKeyById(key.id))?.revokedAt).toEqual(at);
+        }
+      });
+
+      it('rotations racing a revocation: the old key ends revoked, whichever comes first', async () => {
+        for (let round = 0; round < 10; round++) {
+          const key = await createKey(store, `gh_par_rrv${String(round).padStart(2, '0')}`);
+          const [rotation, revoked] = await Promise.all([
+            store.rotateApiKey(key.id, { keyPrefix: `gh_par_rrn${String(round).padStart(2, '0')}`, keyHash: 'h' }, { now: at, graceMs: 60_000 }),
+            store.revokeApiKey(key.id, at),
+          ]);
+          expect(revoked?.revokedAt).toEqual(at);
+          expect((await store.findApiKeyById(key.id))?.revokedAt).toEqual(at);
+          expect([true, 'revoked']).toContain(rotation.ok || rotation.reason);
+        }
+      });
+
+      it('20 parallel rotations of one key: exactly one succeeds, the others are told it is rotated', async () => {
+        const key = await createKey(store, 'gh_par_rot00');
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => store.rotateApiKey(key.id, { keyPrefix: `gh_par_rot${String(i + 1).padStart(2, '0')}`, keyHash: 'h' }, { now: at, graceMs: 60_000 })),
+        );
+        expect(results.filter((result) => result.ok)).toHaveLength(1);
+        expect(results.filter((result) => !result.ok).map((result) => !result.ok && result.reason)).toEqual(Array(19).fill('rotated'));
+        expect(await store.listApiKeys()).toHaveLength(2);
+      });
+
+      it('parallel rotations of a key and of its successors, round after round: never three live keys in the chain', async () => {
+        const first = await createKey(store, 'gh_par_chn00');
+        let prefixes = 0;
+        const nextPrefix = () => `gh_par_c${String(++prefixes).padStart(4, '0')}`;
+        for (let round = 0; round < 8; round++) {
+          const now = later(10 + round);
+          const chain = (await store.listApiKeys()).filter((key) => key.id === first.id || key.rotatedFrom !== null);
+          // Every key of the chain, the dead ones too, rotated three times at once.
+          const results = await Promise.all(
+            chain.flatMap((key) => [0, 1, 2].map(() => store.rotateApiKey(key.id, { keyPrefix: nextPrefix(), keyHash: 'h' }, { now, graceMs: 3_600_000 }))),
+          );
+          expect(results.filter((result) => result.ok)).toHaveLength(1);
+          for (const result of results) if (!result.ok) expect(['rotated', 'revoked']).toContain(result.reason);
+          const after = await store.listApiKeys();
+          expect(after).toHaveLength(round + 2);
+          expect(after.filter((key) => live(key, now))).toHaveLength(2);
+          expect(after.filter((key) => key.rotatedTo === null)).toHaveLength(1);
+        }
+      });
+    });
+
     it('appends audit events and lists them newest first, paging with before', async () => {
       const first = await store.appendAuditEvent({
         action: 'api_key.created',
@@ -413,7 +824,12 @@ for (const target of targets) {
       it('round-trips everything with its ids, and the next ids continue after the imported ones', async () => {
         const data = await populate(store);
         expect(data.admins).toHaveLength(2);
-        expect(data.apiKeys).toHaveLength(3);
+        expect(data.apiKeys).toHaveLength(6);
+        // The lifecycle's columns are among what is copied.
+        expect(data.apiKeys.find((key) => key.keyPrefix === 'gh_export_d0')).toMatchObject({ enabled: false, rateLimit: { requests: 5, perSeconds: 60 }, updatedAt: later(3) });
+        const [old, successor] = [data.apiKeys.find((key) => key.keyPrefix === 'gh_export_e0')!, data.apiKeys.find((key) => key.keyPrefix === 'gh_export_f0')!];
+        expect(old).toMatchObject({ rotatedTo: successor.id, expiresAt: later(4 + 3600), updatedAt: later(4) });
+        expect(successor).toMatchObject({ rotatedFrom: old.id, rotatedTo: null, scopes: ['mcp:calls'], createdAt: later(4), updatedAt: later(4) });
         expect(data.settings).toEqual([{ name: 'jwt_secret', value: 'secret-1' }, { name: 'other', value: 'value-2' }]);
 
         const copy = await emptyStore();
@@ -435,8 +851,8 @@ for (const target of targets) {
           const data = await populate(store);
           const spaced: StoreData = { ...data, apiKeys: data.apiKeys.map((key, i) => ({ ...key, id: 10 + i * 5 })) };
           await copy.importData(spaced);
-          expect((await copy.listApiKeys()).map((key) => key.id)).toEqual([10, 15, 20]);
-          expect((await createKey(copy, 'gh_next00000')).id).toBeGreaterThan(20);
+          expect((await copy.listApiKeys()).map((key) => key.id)).toEqual([10, 15, 20, 25, 30, 35]);
+          expect((await createKey(copy, 'gh_next00000')).id).toBeGreaterThan(35);
         } finally {
           await copy.close();
         }

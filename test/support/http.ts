@@ -32,3 +32,15 @@ export async function loginAdmin(baseUrl: string, email = ADMIN_EMAIL, password 
 export async function createKey(baseUrl: string, token: string, json: Record<string, unknown> = { name: 'test key' }) {
   return request(`${baseUrl}/api/v1/api-keys`, { method: 'POST', token, json });
 }
+
+/** Key ids in a path that name no key (404) or are no id at all (400): every endpoint of one key answers them alike. */
+export const BAD_KEY_IDS: ReadonlyArray<readonly [what: string, id: string, status: number, code: string]> = [
+  ['an unknown id', '999999', 404, 'not_found'],
+  ['id 0', '0', 404, 'not_found'],
+  ['a negative id', '-3', 404, 'not_found'],
+  ['a word', 'abc', 400, 'validation_failed'],
+  ['a decimal', '1.5', 400, 'validation_failed'],
+  ['leading zeros', '01', 400, 'validation_failed'],
+  ['an encoded id', '%31', 400, 'validation_failed'],
+  ['a huge number', '99999999999999999999999', 400, 'validation_failed'],
+];

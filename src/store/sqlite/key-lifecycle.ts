@@ -26,7 +26,7 @@ export function updateApiKey(
   if (before === null) return { ok: false, reason: 'not_found' };
   const next = patched(before, patch, options.now);
   if ('refused' in next) return { ok: false, reason: next.refused };
-  if (next.enabling && options.limit !== null) {
+  if (next.checksLicence && options.limit !== null) {
     const counted = session.get<{ count: number }>(`SELECT count(*) AS count FROM api_keys WHERE ${COUNTED_KEYS} AND id <> $id`, { now: millis(options.now), id });
     if (Number(counted?.count ?? 0) >= options.limit) return { ok: false, reason: 'license_limit' };
   }

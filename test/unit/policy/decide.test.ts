@@ -108,6 +108,11 @@ describe('decide: credentials', () => {
     { description: 'revocation is checked before expiry', ...EVENTS, principal: apiKey(['events:write'], { revoked: true, expiresAt: NOW }), expected: refused('revoked_credential', 401) },
     { description: 'a revoked key on MCP', route: 'mcp', principal: apiKey(['mcp:calls'], { revoked: true }), messages: [request('initialize')], expected: refused('revoked_credential', 401) },
     { description: 'a revoked key on an admin route is still the wrong type', route: 'admin', principal: apiKey(['events:write'], { revoked: true }), expected: refused('wrong_credential_type', 401) },
+    { description: 'a disabled key: 401 disabled_credential', ...EVENTS, principal: apiKey(['events:write'], { disabled: true }), expected: refused('disabled_credential', 401) },
+    { description: 'revocation is checked before disabling', ...EVENTS, principal: apiKey(['events:write'], { revoked: true, disabled: true }), expected: refused('revoked_credential', 401) },
+    { description: 'expiry is checked before disabling, as the record’s status reads', ...EVENTS, principal: apiKey(['events:write'], { disabled: true, expiresAt: NOW }), expected: refused('expired_credential', 401) },
+    { description: 'a disabled key on MCP', route: 'mcp', principal: apiKey(['mcp:calls'], { disabled: true }), messages: [request('initialize')], expected: refused('disabled_credential', 401) },
+    { description: 'a disabled key on an admin route is still the wrong type', route: 'admin', principal: apiKey(['events:write'], { disabled: true }), expected: refused('wrong_credential_type', 401) },
     { description: 'an admin token at its exp: 401 expired_credential', route: 'admin', principal: { ...ADMIN, expiresAt: NOW }, expected: refused('expired_credential', 401) },
     { description: 'an admin token a millisecond before its exp', route: 'admin', principal: { ...ADMIN, expiresAt: new Date(NOW.getTime() + 1) }, expected: 'allow' },
   ]);
