@@ -91,6 +91,8 @@ export function registerApiKeyRoutes(app: FastifyInstance, deps: ApiKeyRouteDeps
     if (unconfirmed !== undefined) {
       // Stored, not confirmed on every replica: a 503 like any such change, carrying the new key,
       // which exists and would otherwise be lost (the old key cannot be rotated again).
+      // Logged as every failed answer is (ids only: never the key).
+      request.log.error({ err: unconfirmed, keyId: id, toKeyId: row.id }, 'request failed');
       const problem = problemFor(unconfirmed, request.id);
       return reply.code(problem.status).headers(problem.headers).send({ ...problem.body, id: row.id, key });
     }

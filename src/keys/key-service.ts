@@ -132,7 +132,8 @@ export class KeyService {
       const result = await this.#store.rotateApiKey(id, next, {
         now,
         graceMs: graceSeconds * 1000,
-        audit: (old, created) => ({ ...eventOf('key_rotated', actor, now)(old), detail: { from: old.id, to: created.id, grace_seconds: graceSeconds } }),
+        // `revoked`: the keys the rotation ended (the old one without grace, a predecessor still in its grace period).
+        audit: (old, created, revoked) => ({ ...eventOf('key_rotated', actor, now)(old), detail: { from: old.id, to: created.id, grace_seconds: graceSeconds, revoked } }),
       });
       if (result.ok) {
         let unconfirmed: GatewayError | undefined;

@@ -6,17 +6,32 @@ import type { ApiKeyPatch, ApiKeyRow, RotateKeyResult, UpdateKeyResult } from '.
  * SQL dialects differ only in how they read and write it.
  */
 
-/** Whether a key counts towards `LICENSE_API_KEYS` at `now`: neither revoked, expired nor rotated (in a grace period); disabled keys do count. */
-export function countsTowardsLicence(row: Pick<ApiKeyRow, 'revokedAt' | 'expiresAt' | 'rotatedTo'>, now: Date): boolean {
-  return row.revokedAt === null && (row.expiresAt === null || row.expiresAt.getTime() > now.getTime()) && row.rotatedTo === null;
+/**
+ * Whether a key counts towards `LICENSE_API_KEYS` at `now`: live (neither revoked nor expired;
+ * disabled keys count), and not in a grace period whose successor is live. A rotation moves the
+ * count to the new key; revoking the new key (or its expiry) moves it back, so that neither a
+ * rotation nor its undoing changes how many keys count.
+ */
+export function countsTowardsLicence(row: Pick<ApiKeyRow, 'revokedAt' | 'expiresAt' | 'rotatedTo'>, now: Date, successorLive: boolean): boolean {
+  return isLive(row, now) && (row.rotatedTo === null || !successorLive);
+}
+
+export function isLive(row: Pick<ApiKeyRow, 'revokedAt' | 'expiresAt'>, now: Date): boolean {
+  return row.revokedAt === null && (row.expiresAt === null || row.expiresAt.getTime() > now.getTime());
 }
 
 /**
  * The row after `patch`, or why it is refused. `checksLicence` tells the store to check the
- * licence: the patch enables the key, or makes it count again (an expired key given a later
- * expiry or none, which would otherwise be a way around the cap, like a create without its check).
+ * licence: the patch enables a key that counts, or makes it count again (an expired key given
+ * a later expiry or none, which would otherwise be a way around the cap, like a create without
+ * its check). `successorLive`: the key is in a grace period whose successor is live.
  */
-export function patched(before: ApiKeyRow, patch: ApiKeyPatch, now: Date): { after: ApiKeyRow; checksLicence: boolean } | { refused: Extract<UpdateKeyResult, { ok: false }>['reason'] } {
+export function patched(
+  before: ApiKeyRow,
+  patch: ApiKeyPatch,
+  now: Date,
+  successorLive: boolean,
+): { after: ApiKeyRow; changed: string[]; checksLicence: boolean } | { refused: Extract<UpdateKeyResult, { ok: false }>['reason'] } {
   if (before.revokedAt !== null) return { refused: 'revoked' };
   if (before.rotatedTo !== null && patch.expiresAt !== undefined && !isNoLater(patch.expiresAt, before.expiresAt)) return { refused: 'rotated' };
   const after: ApiKeyRow = {
@@ -28,11 +43,11 @@ export function patched(before: ApiKeyRow, patch: ApiKeyPatch, now: Date): { aft
     ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }),
     ...(patch.rateLimit === undefined ? {} : { rateLimit: patch.rateLimit }),
   };
-  const changed = changedFields(before, after).length > 0;
-  // A key in its grace period counts towards no licence, enabled or not.
-  const enabling = !before.enabled && after.enabled && countsTowardsLicence(after, now);
-  const countsAgain = !countsTowardsLicence(before, now) && countsTowardsLicence(after, now);
-  return { after: changed ? { ...after, updatedAt: now } : before, checksLicence: enabling || countsAgain };
+  const changed = changedFields(before, after);
+  const counts = countsTowardsLicence(after, now, successorLive);
+  const enabling = !before.enabled && after.enabled && counts;
+  const countsAgain = !countsTowardsLicence(before, now, successorLive) && counts;
+  return { after: changed.length > 0 ? { ...after, updatedAt: now } : before, changed, checksLicence: enabling || countsAgain };
 }
 
 /** The names (as the API spells them) of the fields that differ between two versions of a key. */
@@ -62,9 +77,9 @@ export function rotation(
   return { expiresAt, revokedAt: graceMs === 0 ? now : null };
 }
 
-/** Whether a predecessor (a key whose `rotatedTo` is the key being rotated) still accepts requests and must be revoked. */
-export function stillInGrace(row: ApiKeyRow, now: Date): boolean {
-  return row.revokedAt === null && (row.expiresAt === null || row.expiresAt.getTime() > now.getTime());
+/** Whether `predecessor` (the key being rotated replaced it) still accepts requests and must be revoked: at most two live keys in a chain. */
+export function stillInGrace(predecessor: ApiKeyRow | null, rotated: ApiKeyRow, now: Date): predecessor is ApiKeyRow {
+  return predecessor !== null && predecessor.rotatedTo === rotated.id && isLive(predecessor, now);
 }
 
 function isNoLater(next: Date | null, current: Date | null): boolean {

@@ -1,12 +1,15 @@
-import { changedFields, patched, rotation, stillInGrace } from './key-lifecycle.ts';
+import { isLive, patched, rotation, stillInGrace } from './key-lifecycle.ts';
 import { insertAuditEvent, toApiKey, type ApiKeyRecord } from './postgres-rows.ts';
 import type { SqlExecutor, SqlSession } from './sql.ts';
 import type { ApiKeyPatch, ApiKeyRow, AuditOfUpdate, NewAuditEvent, RotateKeyResult, UpdateKeyResult } from './store.ts';
 
 /** The key lifecycle's writes on PostgreSQL (`Store.updateApiKey`, `Store.rotateApiKey`); the rules are key-lifecycle.ts's. */
 
-/** The counted keys, as the create's licence check counts them (key-lifecycle.ts, `countsTowardsLicence`). */
-export const COUNTED_KEYS = 'revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) AND rotated_to IS NULL';
+/** The counted keys, as the create's licence check counts them (key-lifecycle.ts, `countsTowardsLicence`); `$1` is now. */
+export const COUNTED_KEYS = `revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)
+  AND (rotated_to IS NULL OR NOT EXISTS (
+    SELECT 1 FROM api_keys AS successor
+    WHERE successor.id = api_keys.rotated_to AND successor.revoked_at IS NULL AND (successor.expires_at IS NULL OR successor.expires_at > $1)))`;
 
 export async function updateApiKey(
   db: SqlExecutor,
@@ -22,13 +25,13 @@ export async function updateApiKey(
     if (mayCountAgain && options.limit !== null) await tx.query('SELECT id FROM api_key_create_lock FOR UPDATE');
     const before = await lockKey(tx, id);
     if (before === null) return { ok: false, reason: 'not_found' };
-    const next = patched(before, patch, options.now);
+    const next = patched(before, patch, options.now, await successorLive(tx, before, options.now));
     if ('refused' in next) return { ok: false, reason: next.refused };
     if (next.checksLicence && options.limit !== null) {
       const [row] = await tx.query<{ count: number }>(`SELECT count(*)::int AS count FROM api_keys WHERE ${COUNTED_KEYS} AND id <> $2`, [options.now, id]);
       if ((row?.count ?? 0) >= options.limit) return { ok: false, reason: 'license_limit' };
     }
-    if (changedFields(before, next.after).length === 0) return { ok: true, key: before, before };
+    if (next.changed.length === 0) return { ok: true, key: before, before };
     const key = await writeKey(tx, next.after);
     for (const event of options.audit?.(before, key) ?? []) await insertAuditEvent(tx, event);
     return { ok: true, key, before };
@@ -39,11 +42,11 @@ export async function rotateApiKey(
   db: SqlExecutor,
   id: number,
   next: { keyPrefix: string; keyHash: string },
-  options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+  options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow, revoked: readonly number[]) => NewAuditEvent },
 ): Promise<RotateKeyResult> {
   const { now } = options;
   return db.transaction(async (tx): Promise<RotateKeyResult> => {
-    const old = await lockKey(tx, id);
+    const { old, predecessor } = await lockChain(tx, id);
     if (old === null) return { ok: false, reason: 'not_found' };
     const change = rotation(old, now, options.graceMs);
     if ('refused' in change) return { ok: false, reason: change.refused };
@@ -58,12 +61,11 @@ export async function rotateApiKey(
     const replaced = await writeKey(tx, { ...old, expiresAt: change.expiresAt, revokedAt: change.revokedAt, rotatedTo: key.id, updatedAt: now });
     const revoked = change.revokedAt === null ? [] : [old.id];
     // At most two live keys in a chain: a predecessor still in its grace period ends now.
-    const predecessors = await tx.query<ApiKeyRecord>('SELECT * FROM api_keys WHERE rotated_to = $1 FOR UPDATE', [old.id]);
-    for (const predecessor of predecessors.map(toApiKey).filter((row) => stillInGrace(row, now))) {
+    if (stillInGrace(predecessor, old, now)) {
       await writeKey(tx, { ...predecessor, revokedAt: now, updatedAt: now });
       revoked.push(predecessor.id);
     }
-    if (options.audit) await insertAuditEvent(tx, options.audit(replaced, key));
+    if (options.audit) await insertAuditEvent(tx, options.audit(replaced, key, revoked));
     return { ok: true, key, old: replaced, revoked };
   });
 }
@@ -80,6 +82,28 @@ export async function countKeysByStatus(db: SqlExecutor, now: Date): Promise<{ a
     [now],
   );
   return row ?? { active: 0, disabled: 0, expired: 0, revoked: 0 };
+}
+
+/**
+ * The key and the one it replaced, locked in id order: the write-behind of `last_used_at`
+ * locks in id order too, so the two never wait on each other in a cycle.
+ */
+async function lockChain(tx: SqlSession, id: number): Promise<{ old: ApiKeyRow | null; predecessor: ApiKeyRow | null }> {
+  const rows = (
+    await tx.query<ApiKeyRecord>(
+      'SELECT * FROM api_keys WHERE id = $1 OR id = (SELECT rotated_from FROM api_keys WHERE id = $1) ORDER BY id FOR UPDATE',
+      [id],
+    )
+  ).map(toApiKey);
+  const old = rows.find((row) => row.id === id) ?? null;
+  return { old, predecessor: rows.find((row) => row.id !== id) ?? null };
+}
+
+/** Whether the key is in a grace period whose successor still accepts requests (then it counts towards no licence). */
+async function successorLive(tx: SqlSession, key: ApiKeyRow, now: Date): Promise<boolean> {
+  if (key.rotatedTo === null) return false;
+  const [row] = await tx.query<ApiKeyRecord>('SELECT * FROM api_keys WHERE id = $1', [key.rotatedTo]);
+  return row !== undefined && isLive(toApiKey(row), now);
 }
 
 async function lockKey(tx: SqlSession, id: number): Promise<ApiKeyRow | null> {

@@ -161,10 +161,13 @@ export class PostgresStore implements Store {
   async recordKeyUses(uses: ReadonlyMap<number, Date>): Promise<void> {
     if (uses.size === 0) return;
     // Timestamps as ISO strings, which timestamptz[] reads as they are, whatever the session's time zone.
+    // The rows locked in id order first, as a rotation locks its two keys: no cycle of waits
+    // between a flush and a rotation (or two replicas' flushes) holding the same keys.
     await this.#db.query(
-      `UPDATE api_keys AS k SET last_used_at = v.t
-       FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, t)
-       WHERE k.id = v.id AND (k.last_used_at IS NULL OR k.last_used_at < v.t)`,
+      `WITH locked AS (SELECT id FROM api_keys WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE)
+       UPDATE api_keys AS k SET last_used_at = v.t
+       FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, t), locked
+       WHERE k.id = v.id AND locked.id = k.id AND (k.last_used_at IS NULL OR k.last_used_at < v.t)`,
       [[...uses.keys()], [...uses.values()].map((at) => at.toISOString())],
     );
   }
@@ -176,7 +179,7 @@ export class PostgresStore implements Store {
   async rotateApiKey(
     id: number,
     next: { keyPrefix: string; keyHash: string },
-    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow, revoked: readonly number[]) => NewAuditEvent },
   ): Promise<RotateKeyResult> {
     try {
       return await rotateApiKey(this.#db, id, next, options);

@@ -208,7 +208,7 @@ export class SqliteStore implements Store {
   async rotateApiKey(
     id: number,
     next: { keyPrefix: string; keyHash: string },
-    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow, revoked: readonly number[]) => NewAuditEvent },
   ): Promise<RotateKeyResult> {
     return this.#write(() => rotateApiKey(this.#session, id, next, options));
   }

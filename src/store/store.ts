@@ -19,7 +19,7 @@ export interface ApiKeyRow {
   enabled: boolean;
   /** The last change through update or rotation (`createdAt` until then). */
   updatedAt: Date;
-  /** Stored and shown; enforced by the rate limiter. */
+  /** Stored and shown; not enforced yet (the rate limits are a later change). */
   rateLimit: RateLimit | null;
   /** The key this one replaced by rotation. */
   rotatedFrom: number | null;
@@ -190,7 +190,7 @@ export interface Store {
   rotateApiKey(
     id: number,
     next: { keyPrefix: string; keyHash: string },
-    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+    options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow, revoked: readonly number[]) => NewAuditEvent },
   ): Promise<RotateKeyResult>;
   /** Counts of keys by status at `now` (a disabled key that is neither revoked nor expired is `disabled`). */
   countKeysByStatus(now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }>;

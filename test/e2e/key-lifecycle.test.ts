@@ -534,7 +534,7 @@ describe.each(stores)('key lifecycle over HTTP ($name)', ({ postgres }) => {
       await lab.expectAccepted(response.body.key, response.body.id);
       expect((await lab.get(old.id)).body).toMatchObject({ status: 'revoked', is_active: false, rotated_to: response.body.id });
       const [event] = (await lab.auditOf(old.id)).filter((audit) => audit.action === 'key_rotated');
-      expect(event.detail).toEqual({ from: old.id, to: response.body.id, grace_seconds: 0 });
+      expect(event.detail).toEqual({ from: old.id, to: response.body.id, grace_seconds: 0, revoked: [old.id] });
     });
 
     it('a short grace period ends the old key when it passes (expired_credential), the new one keeps working', async () => {
@@ -780,7 +780,7 @@ describe.each(stores)('key lifecycle over HTTP ($name)', ({ postgres }) => {
       const chain = (await lab.list()).filter((record) => [a.id, b.id, c.id].includes(record.id) || [a.id, b.id, c.id].includes(record.rotated_from));
       expect(chain.map((record) => record.id).sort((x, y) => x - y)).toEqual([a.id, b.id, c.id]);
       expect(chain.filter((record) => record.is_active).map((record) => record.id).sort((x, y) => x - y)).toEqual([b.id, c.id]);
-      expect((await lab.auditOf(b.id)).filter((event) => event.action === 'key_rotated').map((event) => event.detail)).toEqual([{ from: b.id, to: c.id, grace_seconds: 3600 }]);
+      expect((await lab.auditOf(b.id)).filter((event) => event.action === 'key_rotated').map((event) => event.detail)).toEqual([{ from: b.id, to: c.id, grace_seconds: 3600, revoked: [a.id] }]);
     });
 
     it('rotating A and B of one chain at once never leaves three live keys', async () => {

@@ -146,7 +146,7 @@ describe('the one door, cold and cached (spawned gateway, recording origin)', ()
       ['GET /api/v1/api-keys, the admin token (the list)', 'GET', '/api/v1/api-keys', 'admin', 200, undefined],
       ['HEAD /api/v1/api-keys, the admin token', 'HEAD', '/api/v1/api-keys', 'admin', 200, undefined],
       ['GET /api/v1/api-keys, an API key', 'GET', '/api/v1/api-keys', 'key', 401, 'wrong_credential_type'],
-      ['PATCH /api/v1/api-keys/1, the admin token', 'PATCH', '/api/v1/api-keys/1', 'admin', 405, 'method_not_allowed'],
+      ['PUT /api/v1/api-keys/1, the admin token', 'PUT', '/api/v1/api-keys/1', 'admin', 405, 'method_not_allowed'],
       ['GET /api/v1/auth/login, the admin token', 'GET', '/api/v1/auth/login', 'admin', 405, 'method_not_allowed'],
       ['GET /api/v1/audit-events, the admin token', 'GET', '/api/v1/audit-events', 'admin', 200, undefined],
       ['GET /api/v1/openapi.json, the admin token', 'GET', '/api/v1/openapi.json', 'admin', 200, undefined],

@@ -610,6 +610,16 @@ for (const target of targets) {
         expect(next.rotatedFrom).toBe(key.id);
       });
 
+      it('revoking the new key gives the cap back to the old one, still in its grace period: undoing a rotation frees no place', async () => {
+        const key = await createKey(store, 'gh_rot_und00');
+        const { key: next } = await rotated(key.id, 'gh_rot_und01', 3_600_000);
+        await store.revokeApiKey(next.id, at);
+        // The old key accepts requests for an hour more, and counts again: at the cap of 1.
+        expect(await store.createApiKey(newKey('gh_rot_und02'), 1, at)).toEqual({ ok: false, reason: 'license_limit' });
+        // Once its grace period is over, the place is free.
+        expect(await store.createApiKey(newKey('gh_rot_und02'), 1, new Date(at.getTime() + 3_600_001))).toMatchObject({ ok: true });
+      });
+
       it('counts disabled keys apart from active ones; an expired or revoked disabled key is expired or revoked', async () => {
         await createKey(store, 'gh_cnt_on000');
         await createKey(store, 'gh_cnt_off00', { enabled: false });

@@ -1,4 +1,4 @@
-import { changedFields, patched, rotation, stillInGrace } from '../key-lifecycle.ts';
+import { isLive, patched, rotation, stillInGrace } from '../key-lifecycle.ts';
 import type { ApiKeyPatch, ApiKeyRow, AuditOfUpdate, NewAuditEvent, RotateKeyResult, UpdateKeyResult } from '../store.ts';
 import { apiKeyParameters, millis, millisOrNull, toApiKey, type ApiKeyRecord } from './rows.ts';
 
@@ -14,7 +14,10 @@ export interface SqliteSession {
 }
 
 /** The counted keys, as the create's licence check counts them (../key-lifecycle.ts, `countsTowardsLicence`). */
-export const COUNTED_KEYS = 'revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $now) AND rotated_to IS NULL';
+export const COUNTED_KEYS = `revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $now)
+  AND (rotated_to IS NULL OR NOT EXISTS (
+    SELECT 1 FROM api_keys AS successor
+    WHERE successor.id = api_keys.rotated_to AND successor.revoked_at IS NULL AND (successor.expires_at IS NULL OR successor.expires_at > $now)))`;
 
 export function updateApiKey(
   session: SqliteSession,
@@ -24,13 +27,14 @@ export function updateApiKey(
 ): UpdateKeyResult {
   const before = keyOf(session, id);
   if (before === null) return { ok: false, reason: 'not_found' };
-  const next = patched(before, patch, options.now);
+  const successor = before.rotatedTo === null ? null : keyOf(session, before.rotatedTo);
+  const next = patched(before, patch, options.now, successor !== null && isLive(successor, options.now));
   if ('refused' in next) return { ok: false, reason: next.refused };
   if (next.checksLicence && options.limit !== null) {
     const counted = session.get<{ count: number }>(`SELECT count(*) AS count FROM api_keys WHERE ${COUNTED_KEYS} AND id <> $id`, { now: millis(options.now), id });
     if (Number(counted?.count ?? 0) >= options.limit) return { ok: false, reason: 'license_limit' };
   }
-  if (changedFields(before, next.after).length === 0) return { ok: true, key: before, before };
+  if (next.changed.length === 0) return { ok: true, key: before, before };
   const key = writeKey(session, next.after);
   for (const event of options.audit?.(before, key) ?? []) session.appendAudit(event);
   return { ok: true, key, before };
@@ -40,7 +44,7 @@ export function rotateApiKey(
   session: SqliteSession,
   id: number,
   next: { keyPrefix: string; keyHash: string },
-  options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow) => NewAuditEvent },
+  options: { now: Date; graceMs: number; audit?: (old: ApiKeyRow, next: ApiKeyRow, revoked: readonly number[]) => NewAuditEvent },
 ): RotateKeyResult {
   const { now } = options;
   const old = keyOf(session, id);
@@ -60,12 +64,12 @@ export function rotateApiKey(
   const replaced = writeKey(session, { ...old, expiresAt: change.expiresAt, revokedAt: change.revokedAt, rotatedTo: key.id, updatedAt: now });
   const revoked = change.revokedAt === null ? [] : [old.id];
   // At most two live keys in a chain: a predecessor still in its grace period ends now.
-  const predecessors = session.all<ApiKeyRecord>('SELECT * FROM api_keys WHERE rotated_to = $id', { id: old.id }).map(toApiKey);
-  for (const predecessor of predecessors.filter((row) => stillInGrace(row, now))) {
+  const predecessor = old.rotatedFrom === null ? null : keyOf(session, old.rotatedFrom);
+  if (stillInGrace(predecessor, old, now)) {
     writeKey(session, { ...predecessor, revokedAt: now, updatedAt: now });
     revoked.push(predecessor.id);
   }
-  if (options.audit) session.appendAudit(options.audit(replaced, key));
+  if (options.audit) session.appendAudit(options.audit(replaced, key, revoked));
   return { ok: true, key, old: replaced, revoked };
 }
 
