@@ -12,6 +12,9 @@ const VERIFIED_TOKEN_CACHE_SIZE = 1024;
 
 export interface IssuedSession {
   token: string;
+  /** The token's `jti`. */
+  sessionId: string;
+  issuedAt: Date;
   expiresAt: Date;
   expiresIn: number;
 }
@@ -22,8 +25,9 @@ export type VerifiedSession = AdminPrincipal;
  * Admin session tokens: HS256 JWTs with `iss`, `aud`, `sub`, `jti`, `iat` and `exp`.
  * Verification proves who a token is; whether it is still valid is `decide()`'s rule, which
  * checks the principal's `expiresAt` (the token's `exp`) against the clock on every request.
- * A verified token is remembered (nothing about it can change: sessions are not revoked before
- * they expire), so a repeated verification costs a lookup instead of the HMAC and the parsing.
+ * A verified token is remembered (what it proves never changes; whether its session was ended is
+ * the ended sessions' to say, ended-sessions.ts), so a repeated verification costs a lookup
+ * instead of the HMAC and the parsing.
  */
 export class SessionTokens {
   readonly #secret: Uint8Array;
@@ -40,16 +44,17 @@ export class SessionTokens {
   async issue(adminId: number): Promise<IssuedSession> {
     const issuedAt = Math.floor(this.#now().getTime() / 1000);
     const exp = issuedAt + this.#ttlSeconds;
+    const sessionId = randomUUID();
     const token = await new SignJWT({})
       .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
       .setIssuer(TOKEN_ISSUER)
       .setAudience(TOKEN_AUDIENCE)
       .setSubject(String(adminId))
-      .setJti(randomUUID())
+      .setJti(sessionId)
       .setIssuedAt(issuedAt)
       .setExpirationTime(exp)
       .sign(this.#secret);
-    return { token, expiresAt: new Date(exp * 1000), expiresIn: this.#ttlSeconds };
+    return { token, sessionId, issuedAt: new Date(issuedAt * 1000), expiresAt: new Date(exp * 1000), expiresIn: this.#ttlSeconds };
   }
 
   /** The session of a token verified before; undefined: call `verify`. */
@@ -92,5 +97,6 @@ function sessionOf(payload: JWTPayload): VerifiedSession {
   if (!Number.isSafeInteger(adminId) || adminId <= 0 || String(adminId) !== payload.sub || typeof payload.exp !== 'number') {
     throw new GatewayError('invalid_credential', 'Invalid admin token');
   }
-  return Object.freeze({ kind: 'admin', adminId, expiresAt: new Date(payload.exp * 1000) });
+  if (typeof payload.jti !== 'string' || payload.jti === '') throw new GatewayError('invalid_credential', 'Invalid admin token');
+  return Object.freeze({ kind: 'admin', adminId, expiresAt: new Date(payload.exp * 1000), sessionId: payload.jti, revoked: false });
 }

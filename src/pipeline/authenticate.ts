@@ -1,8 +1,10 @@
+import type { EndedSessions } from '../admin/ended-sessions.ts';
 import type { SessionTokens } from '../admin/sessions.ts';
 import type { BearerCredential } from '../credentials/bearer.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { denialOf, type Deny } from '../policy/denial.ts';
-import type { PresentedCredential, Principal } from '../policy/principal.ts';
+import type { AdminPrincipal, PresentedCredential, Principal } from '../policy/principal.ts';
+import type { Store } from '../store/store.ts';
 import type { KeyVerifier } from '../verify/key-verifier.ts';
 
 /** A credential `decide()` has asked to authenticate: an API key or an admin session token. */
@@ -21,10 +23,18 @@ export type Authentication = Principal | Deny | Promise<Principal | Deny>;
 export class Authenticator {
   readonly #verifier: KeyVerifier;
   readonly #sessions: SessionTokens;
+  readonly #ended: EndedSessions | undefined;
+  readonly #store: Pick<Store, 'findAdminSession'> | undefined;
 
-  constructor(deps: { verifier: KeyVerifier; sessions: SessionTokens }) {
+  /**
+   * `ended`: the sessions ended, checked in memory; `store`: asked instead while this replica's
+   * subscription to the revocation bus is not proven (it may have missed an end), as key state is.
+   */
+  constructor(deps: { verifier: KeyVerifier; sessions: SessionTokens; ended?: EndedSessions; store?: Pick<Store, 'findAdminSession'> }) {
     this.#verifier = deps.verifier;
     this.#sessions = deps.sessions;
+    this.#ended = deps.ended;
+    this.#store = deps.store;
   }
 
   /**
@@ -36,7 +46,22 @@ export class Authenticator {
     if (credential.kind === 'api_key') {
       return this.#verifier.tryVerifyCached(credential.token) ?? this.#verifier.verify(credential.token, claimant).catch(refusalAsValue);
     }
-    return this.#sessions.verifyCached(credential.token) ?? this.#sessions.verify(credential.token).catch(refusalAsValue);
+    const cached = this.#sessions.verifyCached(credential.token);
+    if (cached !== undefined) return this.#sessionState(cached);
+    return this.#sessions.verify(credential.token).then((session) => this.#sessionState(session), refusalAsValue);
+  }
+
+  /** The session as it stands: ended in memory, or (a replica that may have missed an end) in the store. */
+  #sessionState(session: AdminPrincipal): AdminPrincipal | Promise<AdminPrincipal> {
+    const ended = this.#ended;
+    if (ended === undefined) return session;
+    const known = ended.apply(session);
+    if (known.revoked || !this.#verifier.degraded || this.#store === undefined) return known;
+    return this.#store.findAdminSession(session.sessionId).then((row) => {
+      if (row?.endedAt == null) return session;
+      ended.end(row.id, row.expiresAt);
+      return ended.revoked(session);
+    });
   }
 }
 

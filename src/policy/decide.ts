@@ -72,7 +72,7 @@ export function decide(input: DecisionInput, tables: Tables): Decision {
     return deny('wrong_credential_type', route.credential === 'admin' ? 'This route needs an admin session token, not an API key' : 'This route needs an API key, not an admin session token');
   }
   if (principal === undefined) return AUTHENTICATE;
-  if (principal.kind === 'api_key' && principal.revoked) return deny('revoked_credential', 'The API key has been revoked');
+  if (principal.revoked) return principal.kind === 'admin' ? deny('revoked_credential', 'The admin session has ended; log in again') : deny('revoked_credential', 'The API key has been revoked');
   if (principal.expiresAt !== null && principal.expiresAt.getTime() <= input.now.getTime()) {
     return principal.kind === 'admin' ? deny('expired_credential', 'Admin token has expired; log in again') : deny('expired_credential', 'The API key has expired');
   }

@@ -9,6 +9,10 @@ export interface AdminPrincipal {
   adminId: number;
   /** The session token's `exp`: checked by `decide()` against the clock on every request. */
   expiresAt: Date;
+  /** The token's `jti`: the session it belongs to. */
+  sessionId: string;
+  /** The session was ended (logout, deleted, password changed): `decide()` refuses it. */
+  revoked: boolean;
 }
 
 export interface ApiKeyPrincipal {

@@ -155,27 +155,27 @@ export class RedisTier {
         return;
       case 'barrier_missed':
         this.#log.warn(
-          { event: 'revocation_barrier_missed', keyId: event.keyId, receivers: event.receivers, acked: event.acked },
+          { event: 'revocation_barrier_missed', subject: event.subject, receivers: event.receivers, acked: event.acked },
           'a replica did not acknowledge a revocation in time',
         );
         return;
       case 'barrier_lapsed':
         this.#log.warn(
-          { event: 'revocation_barrier_lapsed', keyId: event.keyId, lapsed: event.lapsed, replicas: event.replicas },
+          { event: 'revocation_barrier_lapsed', subject: event.subject, lapsed: event.lapsed, replicas: event.replicas },
           'a registered replica did not acknowledge a revocation; answered once its subscription lease had lapsed',
         );
         return;
       case 'publish_failed':
         this.#log.error(
-          { event: 'revocation_publish_failed', keyId: event.keyId },
+          { event: 'revocation_publish_failed', subject: event.subject },
           'could not announce a key change through Redis; it is published when Redis is back',
         );
         return;
       case 'republished':
-        this.#log.info({ event: 'revocation_republished', keyId: event.keyId }, 'announced a key change held while Redis was away');
+        this.#log.info({ event: 'revocation_republished', subject: event.subject }, 'announced a key change held while Redis was away');
         return;
       case 'ack_failed':
-        this.#log.warn({ event: 'revocation_ack_failed', keyId: event.keyId }, 'evicted a key but could not acknowledge it');
+        this.#log.warn({ event: 'revocation_ack_failed', subject: event.subject }, 'evicted a key but could not acknowledge it');
         return;
       case 'message_rejected':
         this.#log.warn(

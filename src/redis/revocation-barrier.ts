@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Publication, ReplicaRegistry } from './replica-registry.ts';
-import { signAck, signChange, type Ack, type Change } from './revocation-messages.ts';
+import { describeSubject, signAck, signChange, type Ack, type Change, type Subject } from './revocation-messages.ts';
 import type { RedisSigner } from './signer.ts';
 
 /**
@@ -35,11 +35,11 @@ export interface BarrierResult {
 }
 
 export type BarrierEvent =
-  | { type: 'barrier_missed'; keyId: number; receivers: number; acked: number }
-  | { type: 'barrier_lapsed'; keyId: number; lapsed: number; replicas: string[] }
-  | { type: 'publish_failed'; keyId: number }
-  | { type: 'republished'; keyId: number }
-  | { type: 'ack_failed'; keyId: number };
+  | { type: 'barrier_missed'; subject: string; receivers: number; acked: number }
+  | { type: 'barrier_lapsed'; subject: string; lapsed: number; replicas: string[] }
+  | { type: 'publish_failed'; subject: string }
+  | { type: 'republished'; subject: string }
+  | { type: 'ack_failed'; subject: string };
 
 export interface RevocationBarrierOptions {
   publisher: Redis;
@@ -51,7 +51,8 @@ export interface RevocationBarrierOptions {
   /** Each replica's own channel is this + its id: acknowledgements of its changes go there. */
   ackPrefix: string;
   timeoutMs: number;
-  evict(keyId: number): void;
+  /** Applies a change received: drops the key's state, or ends the session. */
+  apply(subject: Subject): void;
   onEvent(event: BarrierEvent): void;
 }
 
@@ -78,11 +79,12 @@ export class RevocationBarrier {
   readonly #changes: string;
   readonly #ackPrefix: string;
   readonly #timeoutMs: number;
-  readonly #evict: (keyId: number) => void;
+  readonly #apply: (subject: Subject) => void;
   readonly #onEvent: (event: BarrierEvent) => void;
 
   readonly #pending = new Map<string, Pending>();
-  readonly #unannounced = new Set<number>();
+  /** By `describeSubject`: one entry per subject. */
+  readonly #unannounced = new Map<string, Subject>();
   #closed = false;
 
   constructor(options: RevocationBarrierOptions) {
@@ -93,15 +95,15 @@ export class RevocationBarrier {
     this.#changes = options.changes;
     this.#ackPrefix = options.ackPrefix;
     this.#timeoutMs = options.timeoutMs;
-    this.#evict = options.evict;
+    this.#apply = options.apply;
     this.#onEvent = options.onEvent;
   }
 
   /**
-   * Tells every replica that `keyId` changed and waits, at most `timeoutMs`, until each has
-   * dropped it or (registered, silent) has stopped trusting its cache. Never rejects.
+   * Tells every replica that `subject` changed and waits, at most `timeoutMs`, until each has
+   * applied it or (registered, silent) has stopped trusting its cache. Never rejects.
    */
-  async announce(keyId: number): Promise<BarrierResult> {
+  async announce(subject: Subject): Promise<BarrierResult> {
     const started = performance.now();
     const deadline = started + this.#timeoutMs;
     const nonce = randomUUID();
@@ -111,11 +113,11 @@ export class RevocationBarrier {
     this.#pending.set(nonce, pending);
     let lapse: NodeJS.Timeout | undefined;
     try {
-      const message = signChange(this.#signer, { keyId, nonce, origin: this.#replicaId });
+      const message = signChange(this.#signer, { subject, nonce, origin: this.#replicaId });
       const publication = await this.#publishWithin(message, deadline);
       if (publication === undefined) {
-        this.#remember(keyId);
-        this.#onEvent({ type: 'publish_failed', keyId });
+        this.#remember(subject);
+        this.#onEvent({ type: 'publish_failed', subject: describeSubject(subject) });
         return { published: false, receivers: 0, acked: 0, missed: 0, registered: 0, lapsed: 0, durationMs: performance.now() - started };
       }
       const { receivers, registered } = publication;
@@ -131,20 +133,20 @@ export class RevocationBarrier {
       }
       settle(pending);
       await waitUntil(acknowledged, deadline - performance.now());
-      return this.#result(keyId, pending, started);
+      return this.#result(describeSubject(subject), pending, started);
     } finally {
       clearTimeout(lapse);
       this.#pending.delete(nonce);
     }
   }
 
-  /** A change received (this replica's own included): the key is dropped, then acknowledged to its origin. */
+  /** A change received (this replica's own included): applied, then acknowledged to its origin. */
   answer(change: Change): void {
-    // Evicted before acknowledging: an acknowledgement means this replica no longer holds the state.
-    this.#evict(change.keyId);
+    // Applied before acknowledging: an acknowledgement means this replica no longer holds the old state.
+    this.#apply(change.subject);
     const ack = signAck(this.#signer, { nonce: change.nonce, replica: this.#replicaId });
     this.#publisher.publish(this.#ackPrefix + change.origin, ack).catch(() => {
-      this.#onEvent({ type: 'ack_failed', keyId: change.keyId });
+      this.#onEvent({ type: 'ack_failed', subject: describeSubject(change.subject) });
     });
   }
 
@@ -160,12 +162,12 @@ export class RevocationBarrier {
    * subscribed while this one could not publish (a partition) still drops the key then.
    */
   async republish(): Promise<void> {
-    for (const keyId of [...this.#unannounced]) {
-      const message = signChange(this.#signer, { keyId, nonce: randomUUID(), origin: this.#replicaId });
+    for (const [described, subject] of [...this.#unannounced]) {
+      const message = signChange(this.#signer, { subject, nonce: randomUUID(), origin: this.#replicaId });
       try {
         await this.#publisher.publish(this.#changes, message);
-        this.#unannounced.delete(keyId);
-        this.#onEvent({ type: 'republished', keyId });
+        this.#unannounced.delete(described);
+        this.#onEvent({ type: 'republished', subject: described });
       } catch {
         return;
       }
@@ -178,14 +180,14 @@ export class RevocationBarrier {
     for (const pending of this.#pending.values()) pending.done();
   }
 
-  #result(keyId: number, pending: Pending, started: number): BarrierResult {
+  #result(subject: string, pending: Pending, started: number): BarrierResult {
     const receivers = pending.expected;
     const acked = Math.min(pending.replicas.size, receivers);
     const silent = [...pending.registered.keys()].filter((replica) => !pending.replicas.has(replica));
     const lapsed = pending.lapsed ? silent : [];
     const missed = Math.max(receivers - acked, silent.length - lapsed.length);
-    if (missed > 0) this.#onEvent({ type: 'barrier_missed', keyId, receivers, acked });
-    if (lapsed.length > 0) this.#onEvent({ type: 'barrier_lapsed', keyId, lapsed: lapsed.length, replicas: lapsed.slice(0, LAPSED_NAMED_MAX) });
+    if (missed > 0) this.#onEvent({ type: 'barrier_missed', subject, receivers, acked });
+    if (lapsed.length > 0) this.#onEvent({ type: 'barrier_lapsed', subject, lapsed: lapsed.length, replicas: lapsed.slice(0, LAPSED_NAMED_MAX) });
     return {
       published: true,
       receivers,
@@ -208,12 +210,12 @@ export class RevocationBarrier {
     }
   }
 
-  #remember(keyId: number): void {
+  #remember(subject: Subject): void {
     if (this.#unannounced.size >= UNANNOUNCED_MAX) {
-      const oldest = this.#unannounced.values().next().value;
+      const oldest = this.#unannounced.keys().next().value;
       if (oldest !== undefined) this.#unannounced.delete(oldest);
     }
-    this.#unannounced.add(keyId);
+    this.#unannounced.set(describeSubject(subject), subject);
   }
 }
 

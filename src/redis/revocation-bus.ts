@@ -36,6 +36,8 @@ export interface RevocationBusOptions {
   signer: RedisSigner;
   /** Drops one key's cached state; called for every change received, this replica's own included. */
   evict(keyId: number): void;
+  /** Ends one admin session in this replica's memory; called for every session end received, this replica's own included. */
+  endSession?(sessionId: string): void;
   /**
    * `true` when the subscription is not proven live (lost, or its lease lapsed): changes may be
    * missed, so key state must be read from the store on every request. `false` once proven
@@ -102,7 +104,10 @@ export class RevocationBus {
       changes: this.#changes,
       ackPrefix,
       timeoutMs: options.timeoutMs ?? DEFAULT_BARRIER_TIMEOUT_MS,
-      evict: options.evict,
+      apply: (subject) => {
+        if ('keyId' in subject) options.evict(subject.keyId);
+        else options.endSession?.(subject.sessionId);
+      },
       onEvent: this.#onEvent,
     });
     this.#lease = new SubscriptionLease({
@@ -143,7 +148,12 @@ export class RevocationBus {
    * dropped it or (registered, silent) has stopped trusting its cache. Never rejects.
    */
   announce(keyId: number): Promise<BarrierResult> {
-    return this.#barrier.announce(keyId);
+    return this.#barrier.announce({ keyId });
+  }
+
+  /** The same barrier for an admin session that ended: every replica refuses its token before this resolves. */
+  announceSessionEnd(sessionId: string): Promise<BarrierResult> {
+    return this.#barrier.announce({ sessionId });
   }
 
   async close(): Promise<void> {

@@ -10,11 +10,19 @@ const CHANGE = 'revocation';
 const ACK = 'revocation-ack';
 const PROOF = 'revocation-proof';
 
-/** `keyId` changed; `origin` waits for acknowledgements of `nonce` on its own channel. */
+/** What changed: a key's state, or an admin session that ended. */
+export type Subject = { readonly keyId: number } | { readonly sessionId: string };
+
+/** `subject` changed; `origin` waits for acknowledgements of `nonce` on its own channel. */
 export interface Change {
-  keyId: number;
+  subject: Subject;
   nonce: string;
   origin: string;
+}
+
+/** A subject in a log line or a map key: `key 12`, `session 4f…`. */
+export function describeSubject(subject: Subject): string {
+  return 'keyId' in subject ? `key ${subject.keyId}` : `session ${subject.sessionId}`;
 }
 
 /** `replica` has dropped the key of the change `nonce`. */
@@ -23,17 +31,22 @@ export interface Ack {
   replica: string;
 }
 
+/** A key's change keeps the form replicas of earlier versions read (`keyId`); a session's is `sessionId`. */
 export function signChange(signer: RedisSigner, change: Change): string {
-  return signer.sign(CHANGE, JSON.stringify({ keyId: change.keyId, nonce: change.nonce, origin: change.origin }));
+  return signer.sign(CHANGE, JSON.stringify({ ...change.subject, nonce: change.nonce, origin: change.origin }));
 }
 
 export function openChange(signer: RedisSigner, message: string): Change | undefined {
   const value = parseObject(signer.open(CHANGE, message));
   if (value === undefined) return undefined;
-  const { keyId, nonce, origin } = value;
-  if (!Number.isSafeInteger(keyId) || (keyId as number) <= 0) return undefined;
+  const { keyId, sessionId, nonce, origin } = value;
   if (!isToken(nonce) || !isToken(origin)) return undefined;
-  return { keyId: keyId as number, nonce, origin };
+  if (keyId !== undefined && sessionId === undefined) {
+    if (!Number.isSafeInteger(keyId) || (keyId as number) <= 0) return undefined;
+    return { subject: { keyId: keyId as number }, nonce, origin };
+  }
+  if (sessionId !== undefined && keyId === undefined && isToken(sessionId)) return { subject: { sessionId }, nonce, origin };
+  return undefined;
 }
 
 export function signAck(signer: RedisSigner, ack: Ack): string {

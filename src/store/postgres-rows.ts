@@ -1,3 +1,4 @@
+import { toAdminSession, type AdminSessionRecord } from './postgres-admin-sessions.ts';
 import type { SqlSession } from './sql.ts';
 import { describeHoldings, STORED_TABLES, type AdminRow, type ApiKeyRow, type AuditEventRow, type NewAuditEvent, type StoreData } from './store.ts';
 
@@ -95,6 +96,7 @@ export async function selectAll(tx: SqlSession): Promise<StoreData> {
     auditEvents: (await tx.query<AuditEventRecord>('SELECT * FROM audit_events ORDER BY id')).map(toAuditEvent),
     // Byte order, as SQLite sorts: the export reads the same whichever store it came from.
     settings: await tx.query<{ name: string; value: string }>('SELECT name, value FROM settings ORDER BY name COLLATE "C"'),
+    adminSessions: (await tx.query<AdminSessionRecord>('SELECT * FROM admin_sessions ORDER BY created_at, id COLLATE "C"')).map(toAdminSession),
   };
 }
 
@@ -126,6 +128,9 @@ const IMPORTS = {
     SELECT id, at, action, actor_kind, actor_id, subject_id, client_address, detail FROM jsonb_to_recordset($1::jsonb)
       AS r(id bigint, at timestamptz, action text, actor_kind text, actor_id text, subject_id text, client_address text, detail jsonb)`,
   settings: `INSERT INTO settings (name, value) SELECT name, value FROM jsonb_to_recordset($1::jsonb) AS r(name text, value text)`,
+  admin_sessions: `INSERT INTO admin_sessions (id, admin_id, created_at, expires_at, client_address, ended_at)
+    SELECT id, admin_id, created_at, expires_at, client_address, ended_at FROM jsonb_to_recordset($1::jsonb)
+      AS r(id text, admin_id integer, created_at timestamptz, expires_at timestamptz, client_address text, ended_at timestamptz)`,
 } as const;
 
 /** Inserts `data` with its ids, inside the caller's transaction, and moves each identity sequence past them. */
@@ -165,6 +170,14 @@ export async function insertAll(tx: SqlSession, data: StoreData): Promise<void> 
     detail: row.detail,
   })));
   await insertBatches(tx, IMPORTS.settings, data.settings);
+  await insertBatches(tx, IMPORTS.admin_sessions, data.adminSessions.map((row) => ({
+    id: row.id,
+    admin_id: row.adminId,
+    created_at: row.createdAt,
+    expires_at: row.expiresAt,
+    client_address: row.clientAddress,
+    ended_at: row.endedAt,
+  })));
   for (const table of ['admins', 'api_keys', 'audit_events']) {
     // max(id) is NULL on an empty table, and setval(…, NULL) leaves the sequence alone.
     await tx.query(`SELECT setval(pg_get_serial_sequence('${table}', 'id'), max(id)) FROM ${table}`);

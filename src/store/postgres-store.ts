@@ -10,11 +10,14 @@ import {
   type ApiKeyRecord,
   type AuditEventRecord,
 } from './postgres-rows.ts';
+import { createAdminSession, endAdminSessions, findAdminSession, listAdminSessions, listEndedAdminSessions } from './postgres-admin-sessions.ts';
 import { COUNTED_KEYS, countKeysByStatus, rotateApiKey, updateApiKey } from './postgres-key-lifecycle.ts';
 import type { SqlExecutor, SqlSession } from './sql.ts';
 import {
   StoreNotEmptyError,
   type AdminRow,
+  type AdminSessionRow,
+  type SessionMatch,
   type ApiKeyRow,
   type AuditEventRow,
   type ApiKeyPatch,
@@ -193,6 +196,26 @@ export class PostgresStore implements Store {
     return countKeysByStatus(this.#db, now);
   }
 
+  createAdminSession(session: AdminSessionRow): Promise<void> {
+    return createAdminSession(this.#db, session);
+  }
+
+  listAdminSessions(adminId: number, now: Date): Promise<AdminSessionRow[]> {
+    return listAdminSessions(this.#db, adminId, now);
+  }
+
+  findAdminSession(id: string): Promise<AdminSessionRow | null> {
+    return findAdminSession(this.#db, id);
+  }
+
+  endAdminSessions(match: SessionMatch, now: Date, audit?: AuditOf<AdminSessionRow>): Promise<AdminSessionRow[]> {
+    return endAdminSessions(this.#db, match, now, audit);
+  }
+
+  listEndedAdminSessions(now: Date): Promise<Array<{ id: string; expiresAt: Date }>> {
+    return listEndedAdminSessions(this.#db, now);
+  }
+
   appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow> {
     return insertAuditEvent(this.#db, event);
   }
@@ -217,7 +240,7 @@ export class PostgresStore implements Store {
     await this.#db.transaction(async (tx) => {
       // Writers wait (readers do not) until COMMIT: nothing lands between the check and the
       // import, such as the JWT secret of a gateway started on the target meanwhile.
-      await tx.query('LOCK TABLE admins, api_keys, audit_events, settings IN EXCLUSIVE MODE');
+      await tx.query('LOCK TABLE admins, api_keys, audit_events, settings, admin_sessions IN EXCLUSIVE MODE');
       const held = await contents(tx);
       if (held !== null) throw new StoreNotEmptyError(held);
       await insertAll(tx, data);

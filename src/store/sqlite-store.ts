@@ -10,11 +10,13 @@ import {
   type ApiKeyRecord,
   type AuditEventRecord,
 } from './sqlite/rows.ts';
+import { createAdminSession, endAdminSessions, findAdminSession, listAdminSessions, listEndedAdminSessions } from './sqlite/admin-sessions.ts';
 import { COUNTED_KEYS, countKeysByStatus, rotateApiKey, updateApiKey, type SqliteSession } from './sqlite/key-lifecycle.ts';
 import { inTransaction, unavailableOr } from './sqlite/transaction.ts';
 import { exportSqlite, importSqlite } from './sqlite/transfer.ts';
 import type {
   AdminRow,
+  AdminSessionRow,
   ApiKeyPatch,
   ApiKeyRow,
   AuditEventRow,
@@ -24,6 +26,7 @@ import type {
   NewApiKey,
   NewAuditEvent,
   RotateKeyResult,
+  SessionMatch,
   Store,
   StoreData,
   UpdateKeyResult,
@@ -215,6 +218,26 @@ export class SqliteStore implements Store {
 
   async countKeysByStatus(now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }> {
     return this.#run(() => countKeysByStatus(this.#session, now));
+  }
+
+  async createAdminSession(session: AdminSessionRow): Promise<void> {
+    this.#write(() => createAdminSession(this.#session, session));
+  }
+
+  async listAdminSessions(adminId: number, now: Date): Promise<AdminSessionRow[]> {
+    return this.#run(() => listAdminSessions(this.#session, adminId, now));
+  }
+
+  async findAdminSession(id: string): Promise<AdminSessionRow | null> {
+    return this.#run(() => findAdminSession(this.#session, id));
+  }
+
+  async endAdminSessions(match: SessionMatch, now: Date, audit?: AuditOf<AdminSessionRow>): Promise<AdminSessionRow[]> {
+    return this.#write(() => endAdminSessions(this.#session, match, now, audit));
+  }
+
+  async listEndedAdminSessions(now: Date): Promise<Array<{ id: string; expiresAt: Date }>> {
+    return this.#run(() => listEndedAdminSessions(this.#session, now));
   }
 
   async appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow> {

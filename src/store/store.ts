@@ -73,6 +73,23 @@ export interface AdminRow {
   createdAt: Date;
 }
 
+/** An admin token issued at login (`id`: its `jti`), until it expires or is ended. */
+export interface AdminSessionRow {
+  id: string;
+  adminId: number;
+  createdAt: Date;
+  expiresAt: Date;
+  clientAddress: string | null;
+  endedAt: Date | null;
+}
+
+/** Which of an admin's sessions to end: one (`id`), or all of them but one (`exceptId`) or all. */
+export interface SessionMatch {
+  adminId: number;
+  id?: string;
+  exceptId?: string;
+}
+
 export interface AuditEventRow {
   id: number;
   at: Date;
@@ -98,6 +115,8 @@ export interface StoreData {
   apiKeys: ApiKeyRow[];
   auditEvents: AuditEventRow[];
   settings: Array<{ name: string; value: string }>;
+  /** Ended ones too: a token ended on one store stays ended on the other. */
+  adminSessions: AdminSessionRow[];
 }
 
 /** The tables `importData` requires empty, with the noun that counts their rows. */
@@ -106,6 +125,7 @@ export const STORED_TABLES = [
   ['api_keys', 'API key'],
   ['audit_events', 'audit event'],
   ['settings', 'setting'],
+  ['admin_sessions', 'admin session'],
 ] as const;
 
 /** What a store holds, in words ("1 admin, 3 API keys"), or null when it holds nothing. */
@@ -194,6 +214,16 @@ export interface Store {
   ): Promise<RotateKeyResult>;
   /** Counts of keys by status at `now` (a disabled key that is neither revoked nor expired is `disabled`). */
   countKeysByStatus(now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }>;
+
+  /** Records a session as issued (or, with `endedAt`, as already ended); an id stored before is left as it is. Deletes sessions expired a day ago. */
+  createAdminSession(session: AdminSessionRow): Promise<void>;
+  /** The admin's sessions neither expired nor ended at `now`, oldest first. */
+  listAdminSessions(adminId: number, now: Date): Promise<AdminSessionRow[]>;
+  findAdminSession(id: string): Promise<AdminSessionRow | null>;
+  /** Ends the matching sessions not yet ended and not expired, with an event each in the same transaction; returns them. */
+  endAdminSessions(match: SessionMatch, now: Date, audit?: AuditOf<AdminSessionRow>): Promise<AdminSessionRow[]>;
+  /** Sessions ended and not yet expired at `now`: what a starting replica must refuse. */
+  listEndedAdminSessions(now: Date): Promise<Array<{ id: string; expiresAt: Date }>>;
 
   appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow>;
   /** Newest first; `before` is an id for paging. */

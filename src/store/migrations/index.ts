@@ -1,6 +1,7 @@
 import { initial } from './001-initial.ts';
 import { apiKeysFillfactor } from './002-api-keys-fillfactor.ts';
 import { keyLifecycle } from './003-key-lifecycle.ts';
+import { adminSessions } from './004-admin-sessions.ts';
 
 export interface Migration {
   version: number;
@@ -9,4 +10,4 @@ export interface Migration {
 }
 
 /** Every migration, in order. Never edit one that has shipped: add the next version. */
-export const migrations: readonly Migration[] = [initial, apiKeysFillfactor, keyLifecycle];
+export const migrations: readonly Migration[] = [initial, apiKeysFillfactor, keyLifecycle, adminSessions];

@@ -80,5 +80,22 @@ UPDATE api_keys SET updated_at = created_at;
 `,
 };
 
+/** Admin sessions: one row per admin token issued (`id`: its `jti`), so that it can be listed and ended. */
+const adminSessions: SqliteMigration = {
+  version: 3,
+  name: 'admin-sessions',
+  sql: `
+CREATE TABLE admin_sessions (
+  id TEXT PRIMARY KEY,
+  admin_id INTEGER NOT NULL REFERENCES admins (id),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  client_address TEXT,
+  ended_at INTEGER
+) STRICT;
+CREATE INDEX admin_sessions_admin ON admin_sessions (admin_id);
+`,
+};
+
 /** Every migration, in order. */
-export const sqliteMigrations: readonly SqliteMigration[] = [initial, keyLifecycle];
+export const sqliteMigrations: readonly SqliteMigration[] = [initial, keyLifecycle, adminSessions];

@@ -12,6 +12,7 @@ import {
   type ApiKeyRecord,
   type AuditEventRecord,
 } from './rows.ts';
+import { sessionParameters, toAdminSession, type AdminSessionRecord } from './admin-sessions.ts';
 import { inReadTransaction, inTransaction } from './transaction.ts';
 
 /** Everything the file holds, in one read transaction. */
@@ -23,6 +24,7 @@ export function exportSqlite(db: DatabaseSync): StoreData {
     settings: (db.prepare('SELECT name, value FROM settings ORDER BY name').all() as unknown as StoreData['settings']).map(
       ({ name, value }) => ({ name, value }),
     ),
+    adminSessions: (db.prepare('SELECT * FROM admin_sessions ORDER BY created_at, id').all() as unknown as AdminSessionRecord[]).map(toAdminSession),
   }));
 }
 
@@ -62,6 +64,11 @@ export function importSqlite(db: DatabaseSync, data: StoreData): void {
     for (const row of data.auditEvents) event.run({ id: row.id, ...auditParameters(row) });
     const setting = db.prepare('INSERT INTO settings (name, value) VALUES (?, ?)');
     for (const row of data.settings) setting.run(row.name, row.value);
+    const session = db.prepare(
+      `INSERT INTO admin_sessions (id, admin_id, created_at, expires_at, client_address, ended_at)
+       VALUES ($id, $admin_id, $created_at, $expires_at, $client_address, $ended_at)`,
+    );
+    for (const row of data.adminSessions) session.run(sessionParameters(row));
   });
 }
 

@@ -12,7 +12,7 @@ import { ALL_FEATURES, apiKey, defaultTables } from '../policy/support.ts';
 const NOW = new Date('2030-06-01T12:00:00.000Z');
 const KEY = generateKey();
 const TOKEN = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl';
-const ADMIN: AdminPrincipal = { kind: 'admin', adminId: 1, expiresAt: new Date(NOW.getTime() + 60_000) };
+const ADMIN: AdminPrincipal = { kind: 'admin', adminId: 1, expiresAt: new Date(NOW.getTime() + 60_000), sessionId: 's-1', revoked: false };
 
 /** A stand-in for the verifiers: what each credential proves, and how (at once or after I/O). */
 class StubAuthenticator {

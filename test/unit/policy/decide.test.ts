@@ -11,7 +11,7 @@ import { ToolGrants } from '../../../src/policy/scopes.ts';
 import { ALL_FEATURES, apiKey, defaultTables, defaultYaml, NO_FEATURES, routesWith, tablesFrom } from './support.ts';
 
 const NOW = new Date('2030-06-01T12:00:00.000Z');
-const ADMIN: Principal = { kind: 'admin', adminId: 1, expiresAt: new Date(NOW.getTime() + 3_600_000) };
+const ADMIN: Principal = { kind: 'admin', adminId: 1, expiresAt: new Date(NOW.getTime() + 3_600_000), sessionId: 's-1', revoked: false };
 const MCP_SCOPES = 'mcp:calls mcp:knowledge mcp:transcripts mcp:agents mcp:events mcp:recall mcp:custom_tools mcp:orchestrate';
 
 /** What the test compares: allow, or the code, status and needed scope of the refusal. */

@@ -27,7 +27,7 @@ describe('identityHeadersOf', () => {
   });
 
   it('names an admin by id, and nothing for no principal', () => {
-    expect(identityHeadersOf({ kind: 'admin', adminId: 1, expiresAt: new Date(0) })).toEqual(['x-auth-kind', 'admin', 'x-auth-admin-id', '1']);
+    expect(identityHeadersOf({ kind: 'admin', adminId: 1, expiresAt: new Date(0), sessionId: 's-1', revoked: false })).toEqual(['x-auth-kind', 'admin', 'x-auth-admin-id', '1']);
     expect(identityHeadersOf(null)).toEqual([]);
   });
 });

@@ -11,7 +11,7 @@ function apiKey(keyId: number, expiresAt: Date | null = null): ApiKeyPrincipal {
 
 /** An admin principal as the verifier hands it over: the verified session, `exp` included. */
 function admin(adminId: number, expiresAt: Date): AdminPrincipal {
-  return { kind: 'admin', adminId, expiresAt };
+  return { kind: 'admin', adminId, expiresAt, sessionId: 's-1', revoked: false };
 }
 
 function codeOf(run: () => unknown): string | undefined {
