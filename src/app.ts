@@ -34,6 +34,11 @@ import { assertSingleHeaders } from './proxy/raw-headers.ts';
 import { Upstream } from './proxy/upstream.ts';
 import { IdentityHeaderValues } from './proxy/upstream-headers.ts';
 import { createKeyStateListener } from './redis/key-state-listener.ts';
+import { createSessionEndListener } from './redis/session-end-listener.ts';
+import type { BarrierResult } from './redis/revocation-bus.ts';
+import { EndedSessions } from './admin/ended-sessions.ts';
+import { PasswordChange } from './admin/password-change.ts';
+import { SessionService } from './admin/session-service.ts';
 import { RedisProbeGate } from './redis/probe-gate.ts';
 import { RedisTier } from './redis/redis-tier.ts';
 import type { Store } from './store/store.ts';
@@ -88,6 +93,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const core = await buildCore(config, deps.store, app.log, metrics, now);
   const { redis, verifier, sessions, hasher, keys, usage, streams } = core;
   if (redis !== undefined) app.addHook('onClose', () => redis.close());
+  else if (deps.store.kind === 'postgres') refreshEndedSessions(app, deps.store, core.ended, config.env.KEY_CACHE_TTL, now);
   // The tools' mirrored parameters (Mcp-Param-*), learnt by the MCP handler from the lists it relays (shared by replicas
   // through Redis), checked by the pipeline.
   const toolHeaders = new ToolParamHeaders({
@@ -100,14 +106,14 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const pipeline = new RequestPipeline({
     routes: compileRoutes(config.tables),
     tables: config.tables,
-    authenticator: new Authenticator({ verifier, sessions }),
+    authenticator: new Authenticator({ verifier, sessions, ended: core.ended, store: deps.store }),
     licence: config.licence,
     now,
     usage,
     observe: ({ allowed, code, credential, route, seconds }) => metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
     mcp: { allowedOrigins: new Set(config.env.MCP_ALLOWED_ORIGINS), toolHeaders },
   });
-  await registerEndpoints(app, { config, store: deps.store, now, metrics, login: core.login, keys, guard: pipeline });
+  await registerEndpoints(app, { config, store: deps.store, now, metrics, login: core.login, adminSessions: core.adminSessions, passwords: core.passwords, keys, guard: pipeline });
   const door = buildDoor(config, app, { pipeline, streams, metrics, redis, ownEndpoints, toolHeaders, drained: () => servers.furtherDrained() });
   servers.route(door);
   app.addHook('preClose', (done) => {
@@ -200,6 +206,9 @@ export interface Core {
   verifier: KeyVerifier;
   streams: OpenStreams;
   keys: KeyService;
+  ended: EndedSessions;
+  adminSessions: SessionService;
+  passwords: PasswordChange;
 }
 
 async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, metrics: Metrics, now: () => Date): Promise<Core> {
@@ -209,13 +218,9 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
   const sessions = new SessionTokens({ secret: new TextEncoder().encode(secret), ttlSeconds: env.ADMIN_SESSION_TTL, now });
   // Opened without waiting for Redis: with Redis away the gateway starts and serves through the store.
   const redis = env.REDIS_URL === undefined ? undefined : await RedisTier.open({ url: env.REDIS_URL, store, log });
-  const login = new LoginService({
-    store,
-    hasher,
-    sessions,
-    limiter: redis?.limiter('login', LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS) ?? new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
-    onError: (error) => log.warn({ err: error }, 'admin password hash upgrade or login decoy refresh failed; retried later'),
-  });
+  // The admin sessions ended while their tokens live: read at start, then told by the revocation bus.
+  const ended = new EndedSessions({ now: () => now().getTime(), tokenTtlMs: env.ADMIN_SESSION_TTL * 1000 });
+  for (const session of await store.listEndedAdminSessions(now())) ended.end(session.id, session.expiresAt);
   const usage = new UsageRecorder({
     store,
     intervalMs: store.kind === 'embedded' ? EMBEDDED_USAGE_FLUSH_INTERVAL_MS : DEFAULT_USAGE_FLUSH_INTERVAL_MS,
@@ -234,21 +239,57 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
   // Streams and tunnels by credential: a key's end (the eviction below, on every replica before
   // it acknowledges the barrier) cuts them before the answer that ended it leaves.
   const streams = new OpenStreams({ maxPerCredential: env.MAX_STREAMS_PER_KEY, now });
-  const keys = new KeyService({ store, hasher, licenceLimit: config.licence.apiKeys, listener: keyStateListener(verifier, streams, redis, metrics), now });
+  const revocations = startRevocations(verifier, streams, ended, redis, metrics);
+  const observe = (barrier: BarrierResult) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed);
+  const keys = new KeyService({ store, hasher, licenceLimit: config.licence.apiKeys, listener: createKeyStateListener({ evict: revocations.evict, bus: revocations.bus, observe }), now });
+  const adminSessions = new SessionService({ store, tokens: sessions, listener: createSessionEndListener({ ended, bus: revocations.bus, observe }), now });
+  const login = new LoginService({
+    store,
+    hasher,
+    sessions: adminSessions,
+    limiter: redis?.limiter('login', LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS) ?? new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
+    onError: (error) => log.warn({ err: error }, 'admin password hash upgrade or login decoy refresh failed; retried later'),
+  });
+  const passwords = new PasswordChange({ login, hasher, store, sessions: adminSessions, now });
   exportVerifierStats(metrics, () => verifier.stats());
   exportArgon2Stats(metrics, () => hasher.stats());
-  return { hasher, sessions, login, redis, usage, verifier, streams, keys };
+  return { hasher, sessions, login, redis, usage, verifier, streams, keys, ended, adminSessions, passwords };
 }
 
-/** How a key's change reaches this replica's caches and streams, and (with Redis) every other replica's. */
-function keyStateListener(verifier: KeyVerifier, streams: OpenStreams, redis: RedisTier | undefined, metrics: Metrics) {
+/**
+ * Without Redis, sessions ended by another process on the same PostgreSQL (`gatehouse admin
+ * reset-password`, another replica) reach this one by reading the ended sessions again every
+ * `KEY_CACHE_TTL`: as a key revoked elsewhere is re-read within it.
+ */
+function refreshEndedSessions(app: FastifyInstance, store: Store, ended: EndedSessions, everyMs: number, now: () => Date): void {
+  const timer = setInterval(() => {
+    store.listEndedAdminSessions(now()).then(
+      (sessions) => {
+        for (const session of sessions) ended.end(session.id, session.expiresAt);
+      },
+      (error: unknown) => app.log.warn({ err: error }, 'could not read the ended admin sessions; tried again later'),
+    );
+  }, everyMs);
+  timer.unref();
+  app.addHook('onClose', (_instance, done) => {
+    clearInterval(timer);
+    done();
+  });
+}
+
+/**
+ * How a change reaches this replica (a key's cached state and streams dropped, a session
+ * ended) and, with Redis, every other replica: the revocation bus, degraded (state read from
+ * the store on every request) until subscribed.
+ */
+function startRevocations(verifier: KeyVerifier, streams: OpenStreams, ended: EndedSessions, redis: RedisTier | undefined, metrics: Metrics) {
   const evict = (keyId: number) => {
     verifier.evict(keyId);
     streams.closeKey(keyId);
   };
-  // Degraded (state read from the store on every request) until subscribed to the revocation channel.
-  const revocations = redis?.startRevocations({
+  const bus = redis?.startRevocations({
     evict,
+    endSession: (sessionId) => ended.end(sessionId),
     setDegraded: (degraded) => {
       verifier.setDegraded(degraded);
       // Entering: evictions may be missed from now on, so streams authorized on the trusted cache are cut.
@@ -258,7 +299,7 @@ function keyStateListener(verifier: KeyVerifier, streams: OpenStreams, redis: Re
     },
   });
   redis?.onStatus((up) => metrics.setDependencyUp('redis', up));
-  return createKeyStateListener({ evict, bus: revocations, observe: (barrier) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed) });
+  return { evict, bus };
 }
 
 /** The one door and what it forwards with: the upstream, the MCP handler, the forwarder. */

@@ -5,7 +5,8 @@ import { GatewayError } from '../errors/gateway-error.ts';
 import type { FailureLimiter } from '../limits/failure-limiter.ts';
 import type { AdminRow, Store } from '../store/store.ts';
 import { decoyParams } from './decoy.ts';
-import type { IssuedSession, SessionTokens } from './sessions.ts';
+import type { SessionService } from './session-service.ts';
+import type { IssuedSession } from './sessions.ts';
 
 export const LOGIN_FAILURE_LIMIT = 10;
 export const LOGIN_FAILURE_WINDOW_MS = 15 * 60 * 1000;
@@ -18,9 +19,10 @@ export const DECOY_REFRESH_MS = 10 * 60 * 1000;
 export type LoginOutcome = { ok: true; adminId: number; session: IssuedSession } | { ok: false; adminId: number | null };
 
 export interface LoginServiceDeps {
-  store: Pick<Store, 'findAdminByEmail' | 'listAdmins' | 'replaceAdminPasswordHash'>;
+  store: Pick<Store, 'findAdminByEmail' | 'findAdminById' | 'listAdmins' | 'replaceAdminPasswordHash'>;
   hasher: Pick<Argon2Hasher, 'verifyLogin' | 'hashLogin' | 'params' | 'loginLaneHasRoom'>;
-  sessions: Pick<SessionTokens, 'issue'>;
+  /** Opens the session of a successful login: its token, stored as a session. */
+  sessions: Pick<SessionService, 'open'>;
   limiter: FailureLimiter;
   /** Told of a failed hash upgrade or decoy refresh; the login itself is unaffected. */
   onError?: (error: unknown) => void;
@@ -86,7 +88,34 @@ export class LoginService {
     if (!admin || !matches) return { ok: false, adminId: admin?.id ?? null };
     await this.#release(subjects);
     await this.#upgradeHash(admin, password);
-    return { ok: true, adminId: admin.id, session: await this.#sessions.issue(admin.id) };
+    return { ok: true, adminId: admin.id, session: await this.#sessions.open(admin.id, clientAddress) };
+  }
+
+  /**
+   * Whether `password` is the admin's, checked as a login is (docs/api-keys.md, "Admin
+   * sessions"): the same throttling by email and address, the same argon2id lane, a failure
+   * counted like a failed login. Throws 429 `rate_limited` as a login does.
+   */
+  async verifyPassword(adminId: number, password: string, clientAddress: string): Promise<boolean> {
+    const admin = await this.#store.findAdminById(adminId);
+    if (!admin) return false;
+    const subjects = [`email:${admin.email.toLowerCase()}`, `addr:${clientAddress}`];
+    const retryAfter = await this.#limiter.reserve(subjects);
+    if (retryAfter > 0) throw new GatewayError('rate_limited', 'Too many failed password checks; try again later', { retryAfter });
+    let matches: boolean | Argon2Busy;
+    try {
+      matches = this.#hasher.loginLaneHasRoom() ? await this.#hasher.verifyLogin(admin.passwordHash, password) : ARGON2_BUSY;
+    } catch (error) {
+      await this.#release(subjects);
+      throw error;
+    }
+    if (matches === ARGON2_BUSY) {
+      await this.#release(subjects);
+      throw new GatewayError('rate_limited', 'Too many passwords are being checked; try again shortly', { retryAfter: 1 });
+    }
+    // A failure keeps its reservation: that is the failure counted.
+    if (matches) await this.#release(subjects);
+    return matches;
   }
 
   async #check(email: string, password: string): Promise<{ admin: AdminRow | null; matches: boolean } | Argon2Busy> {

@@ -12,6 +12,9 @@ export const AUDIT_ACTIONS = [
   'key_rotated',
   'admin_created',
   'admin_password_reset',
+  'logout',
+  'session_ended',
+  'password_changed',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -1,3 +1,5 @@
+import { SessionService } from '../admin/session-service.ts';
+import { withRevocations } from './revocations.ts';
 import { envSchema } from '../config/env.ts';
 import type { AdminRow } from '../store/store.ts';
 import { EXIT_OK, RefusedError, requiredString, type CliIo, type Command } from './command.ts';
@@ -55,7 +57,9 @@ export const adminResetPassword: Command = {
   synopsis: '--email <email> [--json]',
   description: [
     ...PASSWORD_HELP,
-    'Admin tokens already issued stay valid until they expire (ADMIN_SESSION_TTL).',
+    'Every session of that admin is ended: its tokens are refused (401 revoked_credential), by',
+    'every running gateway before the command exits with REDIS_URL set, within KEY_CACHE_TTL',
+    'without it (a gateway on PostgreSQL re-reads the ended sessions that often).',
   ],
   options: { email: { type: 'string' }, json: { type: 'boolean' } },
   optionHelp: { email: 'the admin whose password to set (required)', json: 'print JSON' },
@@ -66,8 +70,11 @@ export const adminResetPassword: Command = {
       if (!admin) throw new RefusedError('not_found', `no admin ${email}`);
       const password = await newPassword(io);
       await context.store.setAdminPassword(admin.id, await context.hasher.hash(password), context.auditOf('admin_password_reset'));
-      if (args.values.json) printJson(io, adminRecord(admin));
-      else io.stdout.write(`password of admin ${admin.id} ${admin.email} changed\n`);
+      const ended = await withRevocations(io, context, (revocations) =>
+        new SessionService({ store: context.store, listener: revocations.sessions, now: context.now }).endAll(admin.id, context.actor),
+      );
+      if (args.values.json) printJson(io, { ...adminRecord(admin), sessions_ended: ended.length });
+      else io.stdout.write(`password of admin ${admin.id} ${admin.email} changed; ${ended.length} session(s) ended\n`);
       return EXIT_OK;
     });
   },

@@ -1,6 +1,8 @@
 import type { KeyStateListener } from '../keys/key-service.ts';
 import { DEFAULT_REDIS_CONNECT_TIMEOUT_MS } from '../redis/connection.ts';
+import type { SessionEndListener } from '../admin/session-service.ts';
 import { createKeyStateListener } from '../redis/key-state-listener.ts';
+import { createSessionEndListener } from '../redis/session-end-listener.ts';
 import { RedisTier } from '../redis/redis-tier.ts';
 import type { BarrierResult } from '../redis/revocation-bus.ts';
 import type { CliIo } from './command.ts';
@@ -9,6 +11,8 @@ import type { StoreContext } from './context.ts';
 /** What a command that changes a key's state tells its user about the running gateways. */
 export interface Revocations {
   listener: KeyStateListener;
+  /** The same barrier for admin sessions the command ends. */
+  sessions: SessionEndListener;
   /** The last barrier, for the command's output; undefined without REDIS_URL. */
   last(): BarrierResult | undefined;
 }
@@ -22,7 +26,7 @@ export interface Revocations {
  */
 export async function withRevocations<T>(io: CliIo, context: StoreContext, fn: (revocations: Revocations) => Promise<T>): Promise<T> {
   const url = context.config.env.REDIS_URL;
-  if (url === undefined) return fn({ listener: { keyChanged: async () => {} }, last: () => undefined });
+  if (url === undefined) return fn({ listener: { keyChanged: async () => {} }, sessions: { sessionsEnded: async () => {} }, last: () => undefined });
 
   const warn = (_fields: Record<string, unknown>, message: string) => void io.stderr.write(`gatehouse: ${message}\n`);
   const tier = await RedisTier.open({ url, store: context.store, log: { info: () => {}, warn, error: warn } });
@@ -33,8 +37,9 @@ export async function withRevocations<T>(io: CliIo, context: StoreContext, fn: (
     // Subscribed first, or our own acknowledgement channel would miss the replicas' answers.
     await Promise.race([ready, new Promise((resolve) => setTimeout(resolve, DEFAULT_REDIS_CONNECT_TIMEOUT_MS).unref())]);
     let last: BarrierResult | undefined;
-    const listener = createKeyStateListener({ evict: () => {}, bus, observe: (result) => (last = result) });
-    return await fn({ listener, last: () => last });
+    const observe = (result: BarrierResult) => (last = result);
+    const listener = createKeyStateListener({ evict: () => {}, bus, observe });
+    return await fn({ listener, sessions: createSessionEndListener({ bus, observe }), last: () => last });
   } finally {
     await tier.close();
   }

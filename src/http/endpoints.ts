@@ -6,11 +6,14 @@ import type { KeyService } from '../keys/key-service.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
 import type { Store } from '../store/store.ts';
+import type { PasswordChange } from '../admin/password-change.ts';
+import type { SessionService } from '../admin/session-service.ts';
 import { VERSION } from '../version.ts';
 import { registerApiKeyRoutes } from './api-key-routes.ts';
 import { registerAuditRoutes } from './audit-routes.ts';
 import { registerAuthRoutes } from './auth-routes.ts';
 import { registerOpenApi } from './openapi.ts';
+import { registerSessionRoutes } from './session-routes.ts';
 
 export interface EndpointDeps {
   config: Config;
@@ -18,6 +21,8 @@ export interface EndpointDeps {
   now: () => Date;
   metrics: Metrics;
   login: LoginService;
+  adminSessions: SessionService;
+  passwords: PasswordChange;
   keys: KeyService;
   /** The admin guard: the one pipeline's decision for an admin-only route. */
   guard: Pick<RequestPipeline, 'authorizeAdmin'>;
@@ -52,6 +57,7 @@ export async function registerEndpoints(app: FastifyInstance, deps: EndpointDeps
       audit.record({ action: 'login_failed', actorKind: null, actorId: null, subjectId: adminId === null ? null : String(adminId), clientAddress: address });
     },
   });
+  registerSessionRoutes(app, { sessions: deps.adminSessions, passwords: deps.passwords, guard: deps.guard });
   registerApiKeyRoutes(app, {
     keys: deps.keys,
     guard: deps.guard,

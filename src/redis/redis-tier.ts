@@ -100,7 +100,7 @@ export class RedisTier {
   }
 
   /** Starts the revocation bus: `evict` on every change received, `setDegraded` while changes may be missed. */
-  startRevocations(handlers: { evict(keyId: number): void; setDegraded(degraded: boolean): void }): RevocationBus {
+  startRevocations(handlers: { evict(keyId: number): void; endSession?(sessionId: string): void; setDegraded(degraded: boolean): void }): RevocationBus {
     if (this.#bus !== undefined) throw new Error('RedisTier: revocations already started');
     const bus = new RevocationBus({
       publisher: this.commands,
@@ -110,6 +110,7 @@ export class RedisTier {
       replicaId: this.#replicaId,
       timeoutMs: this.#barrierTimeoutMs,
       evict: handlers.evict,
+      ...(handlers.endSession === undefined ? {} : { endSession: handlers.endSession }),
       setDegraded: (degraded) => {
         handlers.setDegraded(degraded);
         this.#statusChanged();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LoginService } from '../../src/admin/login.ts';
+import { SessionService } from '../../src/admin/session-service.ts';
 import { SessionTokens } from '../../src/admin/sessions.ts';
 import { Argon2Hasher } from '../../src/crypto/argon2.ts';
 import { argon2ParamsOf, type Argon2Params } from '../../src/crypto/argon2-params.ts';
@@ -34,7 +35,8 @@ function recordingHasher(params: Argon2Params) {
 /** A gateway (re)started with the given ARGON2_* settings on the same database. */
 function start(store: Store, params: Argon2Params) {
   const hasher = recordingHasher(params);
-  const sessions = new SessionTokens({ secret: new TextEncoder().encode('x'.repeat(32)), ttlSeconds: 60, now: () => new Date() });
+  const tokens = new SessionTokens({ secret: new TextEncoder().encode('x'.repeat(32)), ttlSeconds: 60, now: () => new Date() });
+  const sessions = new SessionService({ store, tokens, listener: { sessionsEnded: async () => {} }, now: () => new Date() });
   const limiter = new MemoryFailureLimiter({ limit: 100, windowMs: 60_000 });
   const errors: unknown[] = [];
   return { hasher, errors, login: new LoginService({ store, hasher, sessions, limiter, onError: (error) => errors.push(error) }) };

@@ -1,0 +1,53 @@
+import type { Argon2Hasher } from '../crypto/argon2.ts';
+import { GatewayError } from '../errors/gateway-error.ts';
+import type { Actor } from '../keys/key-service.ts';
+import type { AdminPrincipal } from '../policy/principal.ts';
+import type { Store } from '../store/store.ts';
+import type { LoginService } from './login.ts';
+import type { SessionService } from './session-service.ts';
+
+interface PasswordChangeDeps {
+  login: Pick<LoginService, 'verifyPassword'>;
+  hasher: Pick<Argon2Hasher, 'hash'>;
+  store: Pick<Store, 'setAdminPassword'>;
+  sessions: Pick<SessionService, 'endAll'>;
+  now: () => Date;
+}
+
+/** The shortest new password an admin may choose. */
+export const MIN_PASSWORD_LENGTH = 12;
+
+/**
+ * An admin changes their own password (`POST /api/v1/auth/password`): the current one proven as
+ * a login proves it (and throttled with logins), the new one stored, and every other session of
+ * that admin ended on every replica before the answer; the session that made the change stays.
+ */
+export class PasswordChange {
+  readonly #deps: PasswordChangeDeps;
+
+  constructor(deps: PasswordChangeDeps) {
+    this.#deps = deps;
+  }
+
+  async change(principal: AdminPrincipal, current: string, next: string, actor: Actor): Promise<void> {
+    const problems: Array<{ field: string; message: string }> = [];
+    if ([...next].length < MIN_PASSWORD_LENGTH) problems.push({ field: 'new_password', message: `must be at least ${MIN_PASSWORD_LENGTH} characters` });
+    if (next === current) problems.push({ field: 'new_password', message: 'must differ from the current password' });
+    if (problems.length > 0) throw new GatewayError('validation_failed', problems.map((problem) => `${problem.field}: ${problem.message}`).join('; '), { errors: problems });
+    if (!(await this.#deps.login.verifyPassword(principal.adminId, current, actor.address ?? 'unknown'))) {
+      throw new GatewayError('invalid_credential', 'The current password is not right');
+    }
+    const { store, hasher, sessions, now } = this.#deps;
+    const at = now();
+    await store.setAdminPassword(principal.adminId, await hasher.hash(next), (admin) => ({
+      action: 'password_changed',
+      actorKind: actor.kind,
+      actorId: actor.id,
+      subjectId: String(admin.id),
+      clientAddress: actor.address,
+      detail: {},
+      at,
+    }));
+    await sessions.endAll(principal.adminId, actor, principal.sessionId);
+  }
+}
