@@ -93,7 +93,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   const core = await buildCore(config, deps.store, app.log, metrics, now);
   const { redis, verifier, sessions, hasher, keys, usage, streams } = core;
   if (redis !== undefined) app.addHook('onClose', () => redis.close());
-  else if (deps.store.kind === 'postgres') refreshEndedSessions(app, deps.store, core.ended, config.env.KEY_CACHE_TTL, now);
+  if (deps.store.kind === 'postgres') refreshEndedSessions(app, deps.store, core.ended, config.env.KEY_CACHE_TTL, now);
   // The tools' mirrored parameters (Mcp-Param-*), learnt by the MCP handler from the lists it relays (shared by replicas
   // through Redis), checked by the pipeline.
   const toolHeaders = new ToolParamHeaders({
@@ -242,7 +242,7 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
   const revocations = startRevocations(verifier, streams, ended, redis, metrics);
   const observe = (barrier: BarrierResult) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed);
   const keys = new KeyService({ store, hasher, licenceLimit: config.licence.apiKeys, listener: createKeyStateListener({ evict: revocations.evict, bus: revocations.bus, observe }), now });
-  const adminSessions = new SessionService({ store, tokens: sessions, listener: createSessionEndListener({ ended, bus: revocations.bus, observe }), now });
+  const adminSessions = new SessionService({ store, tokens: sessions, listener: createSessionEndListener({ ended, closeStreams: (id) => streams.closeSession(id), bus: revocations.bus, observe }), now });
   const login = new LoginService({
     store,
     hasher,
@@ -257,9 +257,12 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
 }
 
 /**
- * Without Redis, sessions ended by another process on the same PostgreSQL (`gatehouse admin
- * reset-password`, another replica) reach this one by reading the ended sessions again every
- * `KEY_CACHE_TTL`: as a key revoked elsewhere is re-read within it.
+ * Sessions ended by another process on the same PostgreSQL (`gatehouse admin reset-password`,
+ * another replica) reach this one by reading the ended sessions again every `KEY_CACHE_TTL`, as
+ * a key's state is re-read within it: without Redis this is how they arrive; with it, how an end
+ * that was stored but never announced (Redis unreachable from the process that ended it, which
+ * answered 503 or exited) or that this replica missed still arrives. Repeating such an end does
+ * not announce it again: the session is already ended.
  */
 function refreshEndedSessions(app: FastifyInstance, store: Store, ended: EndedSessions, everyMs: number, now: () => Date): void {
   const timer = setInterval(() => {
@@ -289,7 +292,10 @@ function startRevocations(verifier: KeyVerifier, streams: OpenStreams, ended: En
   };
   const bus = redis?.startRevocations({
     evict,
-    endSession: (sessionId) => ended.end(sessionId),
+    endSession: (sessionId) => {
+      ended.end(sessionId);
+      streams.closeSession(sessionId);
+    },
     setDegraded: (degraded) => {
       verifier.setDegraded(degraded);
       // Entering: evictions may be missed from now on, so streams authorized on the trusted cache are cut.

@@ -9,7 +9,7 @@ export interface SessionEndListener {
   sessionsEnded(sessions: ReadonlyArray<{ id: string; expiresAt: Date }>): Promise<void>;
 }
 
-type SessionStore = Pick<Store, 'createAdminSession' | 'listAdminSessions' | 'endAdminSessions'>;
+type SessionStore = Pick<Store, 'createAdminSession' | 'listAdminSessions' | 'endAdminSessions' | 'findAdminSession' | 'listEndedAdminSessions' | 'appendAuditEvent'>;
 
 /** A session as its admin sees it (`GET /api/v1/auth/sessions`). */
 export interface SessionView {
@@ -53,7 +53,9 @@ export class SessionService {
     const now = this.#now();
     const ended = await this.#store.endAdminSessions({ adminId: principal.adminId, id: principal.sessionId }, now, eventOf('logout', actor, now));
     if (ended.length === 0) {
-      await this.#store.createAdminSession({ id: principal.sessionId, adminId: principal.adminId, createdAt: now, expiresAt: principal.expiresAt, clientAddress: actor.address, endedAt: now });
+      const session = { id: principal.sessionId, adminId: principal.adminId, createdAt: now, expiresAt: principal.expiresAt, clientAddress: actor.address, endedAt: now };
+      await this.#store.createAdminSession(session);
+      await this.#store.appendAuditEvent(eventOf('logout', actor, now)(session));
     }
     await this.#listener.sessionsEnded([{ id: principal.sessionId, expiresAt: principal.expiresAt }]);
   }
@@ -69,19 +71,38 @@ export class SessionService {
     }));
   }
 
-  /** Ends one of the caller's own sessions; another admin's, or one ended or expired, is 404. */
+  /**
+   * Ends one of the caller's own sessions; another admin's, an expired one or an unknown id is
+   * 404. One ended already (its end may not have been confirmed everywhere: a `503`) is
+   * announced again, as a `DELETE` of a revoked key is.
+   */
   async end(principal: AdminPrincipal, sessionId: string, actor: Actor): Promise<void> {
     const now = this.#now();
     const ended = await this.#store.endAdminSessions({ adminId: principal.adminId, id: sessionId }, now, eventOf('session_ended', actor, now));
-    if (ended.length === 0) throw new GatewayError('not_found', 'No such session of yours (ended, expired or never opened)');
-    await this.#listener.sessionsEnded(ended);
+    if (ended.length > 0) {
+      await this.#listener.sessionsEnded(ended);
+      return;
+    }
+    const known = await this.#store.findAdminSession(sessionId);
+    if (known === null || known.adminId !== principal.adminId || known.endedAt === null || known.expiresAt.getTime() <= now.getTime()) {
+      throw new GatewayError('not_found', 'No such session of yours (expired or never opened)');
+    }
+    await this.#listener.sessionsEnded([known]);
   }
 
-  /** Ends every session of the admin but `exceptId` (a password change keeps the session that made it). */
+  /**
+   * Ends every session of the admin but `exceptId` (a password change keeps the session that
+   * made it); returns those it ended. The admin's sessions ended before and still within their
+   * lifetime are announced with them: repeating a change whose end was not confirmed (`503`)
+   * confirms it.
+   */
   async endAll(adminId: number, actor: Actor, exceptId?: string): Promise<AdminSessionRow[]> {
     const now = this.#now();
     const ended = await this.#store.endAdminSessions({ adminId, ...(exceptId === undefined ? {} : { exceptId }) }, now, eventOf('session_ended', actor, now));
-    await this.#listener.sessionsEnded(ended);
+    const earlier = (await this.#store.listEndedAdminSessions(now)).filter(
+      (session) => session.adminId === adminId && session.id !== exceptId && !ended.some((row) => row.id === session.id),
+    );
+    await this.#listener.sessionsEnded([...ended, ...earlier]);
     return ended;
   }
 }

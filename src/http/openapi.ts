@@ -6,6 +6,7 @@ import { apiKeyRecordSchema, createdApiKeySchema } from '../keys/record.ts';
 import { API_KEYS_PATH } from './api-key-routes.ts';
 import { AUDIT_EVENTS_PATH, auditQuerySchema } from './audit-routes.ts';
 import { LOGIN_PATH, loginBodySchema, loginResponseSchema } from './auth-routes.ts';
+import { LOGOUT_PATH, PASSWORD_PATH, SESSION_ID, SESSIONS_PATH, passwordBodySchema, sessionSchema } from './session-routes.ts';
 import { registerApiReference } from './api-reference.ts';
 import { ERROR_CODES, type ErrorCode } from '../errors/gateway-error.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
@@ -49,18 +50,19 @@ export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: 
       title: 'Gatehouse',
       version,
       description:
-        'The gateway\'s own endpoints: admin login, API-key management and the audit trail. ' +
+        'The gateway\'s own endpoints: admin login and sessions, API-key management and the audit trail. ' +
         'Everything else is authorized and proxied to the agent platform. Every refusal is ' +
         '`application/problem+json` with a stable `code`.',
     },
     tags: [
-      { name: 'auth', description: 'Admin login' },
+      { name: 'auth', description: 'Admin login, sessions and password' },
       { name: 'api-keys', description: 'API keys (admin token only)' },
       { name: 'audit', description: 'The audit trail (admin token only)' },
       { name: 'meta', description: 'This document' },
     ],
     paths: {
       [LOGIN_PATH]: { post: loginOperation() },
+      ...sessionOperations(),
       [API_KEYS_PATH]: { post: createApiKeyOperation(), get: listApiKeysOperation() },
       [`${API_KEYS_PATH}/{id}`]: { get: getApiKeyOperation(), patch: updateApiKeyOperation(), delete: revokeApiKeyOperation() },
       [`${API_KEYS_PATH}/{id}/rotate`]: { post: rotateApiKeyOperation() },
@@ -74,6 +76,8 @@ export function buildOpenApiDocument(knownScopes: ReadonlySet<string>, version: 
       schemas: {
         LoginRequest: jsonSchema(loginBodySchema, 'input'),
         LoginResponse: jsonSchema(loginResponseSchema, 'output'),
+        AdminSession: jsonSchema(sessionSchema, 'output'),
+        ChangePasswordRequest: jsonSchema(passwordBodySchema, 'input'),
         CreateApiKeyRequest: jsonSchema(createKeyBodySchema(knownScopes), 'input'),
         // The schema's refinement (at least one field) has no JSON Schema of its own.
         UpdateApiKeyRequest: { ...jsonSchema(updateKeyBodySchema(knownScopes), 'input'), minProperties: 1 },
@@ -96,8 +100,8 @@ export async function registerOpenApi(app: FastifyInstance, options: OpenApiOpti
   if (options.docs) registerApiReference(app, { path: DOCS_PATH, documentUrl: OPENAPI_PATH });
 }
 
-/** Every refusal of an endpoint that takes an admin token and nothing else. */
-const ADMIN_REFUSALS = ['missing_credential', 'invalid_credential', 'expired_credential', 'wrong_credential_type'] as const;
+/** Every refusal of an endpoint that takes an admin token and nothing else (`revoked_credential`: its session was ended). */
+const ADMIN_REFUSALS = ['missing_credential', 'invalid_credential', 'expired_credential', 'revoked_credential', 'wrong_credential_type'] as const;
 /** The security requirement of an endpoint that takes an admin token and nothing else. */
 const ADMIN_TOKEN = [{ adminToken: [] }];
 
@@ -112,6 +116,57 @@ function loginOperation(): JsonSchema {
     responses: {
       '200': { description: 'An admin session token', headers: noStore(), content: json(ref('LoginResponse')) },
       ...problems('validation_failed', 'bad_request', 'invalid_credential', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'store_unavailable'),
+    },
+  };
+}
+
+/**
+ * The caller's own sessions and password (docs/api-keys.md, "Admin sessions"). Each end of a
+ * session answers once every replica refuses its token, or `503` when Redis cannot confirm it.
+ */
+function sessionOperations(): Record<string, Record<string, JsonSchema>> {
+  const own = { tags: ['auth'], security: ADMIN_TOKEN };
+  const everywhere = 'is refused (401 `revoked_credential`) on every replica before the answer leaves.';
+  const unconfirmed =
+    ' With Redis away, an end stored but not confirmed on every replica is 503 `store_unavailable`: it stands, and the other replicas refuse the token within `KEY_CACHE_TTL`.';
+  const ended = { description: 'Ended' };
+  return {
+    [LOGOUT_PATH]: {
+      post: { ...own, operationId: 'logout', summary: 'Log out', description: `The token presented ${everywhere}${unconfirmed}`, responses: { '204': ended, ...problems(...ADMIN_REFUSALS, 'store_unavailable') } },
+    },
+    [SESSIONS_PATH]: {
+      get: {
+        ...own,
+        operationId: 'listSessions',
+        summary: 'List your sessions',
+        description: 'The sessions of the admin whose token asks that are neither expired nor ended, oldest first; `current` marks the one of the token presented.',
+        responses: { '200': { description: 'The sessions', headers: noStore(), content: json({ type: 'array', items: ref('AdminSession') }) }, ...problems(...ADMIN_REFUSALS, 'store_unavailable') },
+      },
+    },
+    [`${SESSIONS_PATH}/{id}`]: {
+      delete: {
+        ...own,
+        operationId: 'endSession',
+        summary: 'End one of your sessions',
+        description: `Its token ${everywhere} Another admin's session, one ended or expired, or an id that names none is 404.${unconfirmed}`,
+        parameters: [{ name: 'id', in: 'path', required: true, description: 'A session id as listed (the token\'s `jti`); anything else is 404', schema: { type: 'string', pattern: SESSION_ID.source } }],
+        responses: { '204': ended, ...problems(...ADMIN_REFUSALS, 'not_found', 'store_unavailable') },
+      },
+    },
+    [PASSWORD_PATH]: {
+      post: {
+        ...own,
+        operationId: 'changePassword',
+        summary: 'Change your password',
+        description:
+          'A wrong `current_password` is 401 `invalid_credential` and counts as a failed login: after 10 failures for the admin\'s email or from one address within 15 minutes, ' +
+          `password changes and logins are 429. Every other session of the admin ${everywhere} The session that made the change keeps working.${unconfirmed}`,
+        requestBody: { required: true, content: json(ref('ChangePasswordRequest')) },
+        responses: {
+          '204': { description: 'Changed; the admin\'s other sessions are ended' },
+          ...problems('validation_failed', 'bad_request', ...ADMIN_REFUSALS, 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'store_unavailable'),
+        },
+      },
     },
   };
 }
@@ -262,7 +317,9 @@ function listAuditEventsOperation(): JsonSchema {
     operationId: 'listAuditEvents',
     tags: ['audit'],
     summary: 'List audit events',
-    description: 'Logins (success and failure) and key creations, changes, rotations and revocations, by the API or the `gatehouse` CLI; newest first.',
+    description:
+      'Logins (success and failure), logouts, ended sessions, password changes and resets, and key creations, changes, rotations ' +
+      'and revocations, by the API or the `gatehouse` CLI; newest first.',
     security: ADMIN_TOKEN,
     parameters: queryParameters(auditQuerySchema),
     responses: {

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { PasswordChange } from '../admin/password-change.ts';
+import { MIN_PASSWORD_LENGTH, type PasswordChange } from '../admin/password-change.ts';
 import type { SessionService } from '../admin/session-service.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import type { Actor } from '../keys/key-service.ts';
@@ -14,11 +14,12 @@ export const SESSIONS_PATH = '/api/v1/auth/sessions';
 export const PASSWORD_PATH = '/api/v1/auth/password';
 
 /** Session ids are the tokens' `jti`s: UUIDs as issued, or any token-safe id an older token carried. */
-const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
+export const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export const passwordBodySchema = z.strictObject({
   current_password: z.string().min(1).max(1024),
-  new_password: z.string().min(1).max(1024),
+  // The rules that need the current password too are the service's (password-change.ts): described here, checked there.
+  new_password: z.string().min(1).max(1024).meta({ description: `At least ${MIN_PASSWORD_LENGTH} characters, and not the current password` }),
 });
 
 export const sessionSchema = z.strictObject({

@@ -20,6 +20,8 @@ interface OpenStream {
   /** Counts towards the credential's cap (`open`'s `counted`). */
   readonly counted: boolean;
   readonly close: CloseStream;
+  /** An admin token's session: the stream ends with it. */
+  readonly session: string | undefined;
   /** Fires at the credential's expiry; cleared when the stream ends. */
   expiry: NodeJS.Timeout | undefined;
 }
@@ -97,7 +99,7 @@ export class OpenStreams {
       streams = new Set();
       this.#byCredential.set(credential, streams);
     }
-    const stream: OpenStream = { credential, counted, close, expiry: undefined };
+    const stream: OpenStream = { credential, counted, close, session: principal.kind === 'admin' ? principal.sessionId : undefined, expiry: undefined };
     streams.add(stream);
     if (counted) this.#counted.set(credential, held + 1);
     this.#open++;
@@ -119,11 +121,19 @@ export class OpenStreams {
     for (const stream of [...streams]) this.#end(stream);
   }
 
+  /** Closes every stream opened with a token of admin session `sessionId`: the session ended (logout, deleted, password changed). */
+  closeSession(sessionId: string): void {
+    for (const [credential, streams] of [...this.#byCredential]) {
+      if (!credential.startsWith('admin:')) continue;
+      for (const stream of [...streams]) if (stream.session === sessionId) this.#end(stream);
+    }
+  }
+
   /**
    * Closes every API key's stream: this replica can no longer prove it hears of evictions (its
    * revocation subscription lapsed), so a key revoked meanwhile would keep its streams. Each
-   * client reconnects and is checked against the store. Admin sessions are not revoked through
-   * Redis: their tunnels stay.
+   * client reconnects and is checked against the store. Admin sessions' tunnels stay: a degraded
+   * replica checks each admin request against the store, and an ended session closes its own.
    */
   closeApiKeyStreams(): void {
     for (const [credential, streams] of [...this.#byCredential]) {

@@ -18,10 +18,11 @@ export function toAdminSession(row: AdminSessionRecord): AdminSessionRow {
 }
 
 /** A day past expiry: long enough for no replica's clock to still take the token as valid. */
-const KEEP_EXPIRED = "interval '1 day'";
+const KEEP_EXPIRED = "interval '24 hours'";
 
 export async function createAdminSession(db: SqlExecutor, session: AdminSessionRow): Promise<void> {
-  await db.query(`DELETE FROM admin_sessions WHERE expires_at < now() - ${KEEP_EXPIRED}`);
+  // A day before the new session's creation, by the caller's clock as every other time here (and as on SQLite).
+  await db.query(`DELETE FROM admin_sessions WHERE expires_at < $1::timestamptz - ${KEEP_EXPIRED}`, [session.createdAt]);
   await db.query(
     `INSERT INTO admin_sessions (id, admin_id, created_at, expires_at, client_address, ended_at)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
@@ -58,7 +59,7 @@ export async function endAdminSessions(db: SqlExecutor, match: SessionMatch, now
   return audit ? db.transaction(end) : end(db);
 }
 
-export async function listEndedAdminSessions(db: SqlExecutor, now: Date): Promise<Array<{ id: string; expiresAt: Date }>> {
-  const rows = await db.query<{ id: string; expires_at: Date }>('SELECT id, expires_at FROM admin_sessions WHERE ended_at IS NOT NULL AND expires_at > $1', [now]);
-  return rows.map((row) => ({ id: row.id, expiresAt: row.expires_at }));
+export async function listEndedAdminSessions(db: SqlExecutor, now: Date): Promise<Array<{ id: string; adminId: number; expiresAt: Date }>> {
+  const rows = await db.query<{ id: string; admin_id: number; expires_at: Date }>('SELECT id, admin_id, expires_at FROM admin_sessions WHERE ended_at IS NOT NULL AND expires_at > $1', [now]);
+  return rows.map((row) => ({ id: row.id, adminId: row.admin_id, expiresAt: row.expires_at }));
 }

@@ -212,7 +212,7 @@ export class PostgresStore implements Store {
     return endAdminSessions(this.#db, match, now, audit);
   }
 
-  listEndedAdminSessions(now: Date): Promise<Array<{ id: string; expiresAt: Date }>> {
+  listEndedAdminSessions(now: Date): Promise<Array<{ id: string; adminId: number; expiresAt: Date }>> {
     return listEndedAdminSessions(this.#db, now);
   }
 

@@ -236,7 +236,7 @@ export class SqliteStore implements Store {
     return this.#write(() => endAdminSessions(this.#session, match, now, audit));
   }
 
-  async listEndedAdminSessions(now: Date): Promise<Array<{ id: string; expiresAt: Date }>> {
+  async listEndedAdminSessions(now: Date): Promise<Array<{ id: string; adminId: number; expiresAt: Date }>> {
     return this.#run(() => listEndedAdminSessions(this.#session, now));
   }
 

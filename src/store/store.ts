@@ -223,7 +223,7 @@ export interface Store {
   /** Ends the matching sessions not yet ended and not expired, with an event each in the same transaction; returns them. */
   endAdminSessions(match: SessionMatch, now: Date, audit?: AuditOf<AdminSessionRow>): Promise<AdminSessionRow[]>;
   /** Sessions ended and not yet expired at `now`: what a starting replica must refuse. */
-  listEndedAdminSessions(now: Date): Promise<Array<{ id: string; expiresAt: Date }>>;
+  listEndedAdminSessions(now: Date): Promise<Array<{ id: string; adminId: number; expiresAt: Date }>>;
 
   appendAuditEvent(event: NewAuditEvent): Promise<AuditEventRow>;
   /** Newest first; `before` is an id for paging. */

@@ -15,7 +15,7 @@ if (!available) {
 }
 
 /** The summary of every operation in the OpenAPI document: the page must show them all. */
-const OPERATIONS = ['Log in as an admin', 'Create an API key', 'List API keys', 'Revoke an API key', 'List audit events'];
+const OPERATIONS = ['Log in as an admin', 'Log out', 'List your sessions', 'End one of your sessions', 'Change your password', 'Create an API key', 'List API keys', 'Revoke an API key', 'List audit events'];
 
 describe.skipIf(!available)('/docs renders the API reference in a browser (headless Chromium)', () => {
   let gateway: GatewayProcess;

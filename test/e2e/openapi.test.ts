@@ -8,7 +8,8 @@ import { loadConfig, type Config } from '../../src/config/load.ts';
 import { DOCS_PATH, OPENAPI_PATH } from '../../src/http/openapi.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/store.ts';
-import { FAST_ARGON2, REPO_ROOT, startGateway, tempDataDir, type GatewayProcess } from '../support/gateway-process.ts';
+import { decodeJwt } from 'jose';
+import { ADMIN_PASSWORD, FAST_ARGON2, REPO_ROOT, startGateway, tempDataDir, type GatewayProcess } from '../support/gateway-process.ts';
 import { loginAdmin, request, type JsonResponse } from '../support/http.ts';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -67,7 +68,17 @@ describe('OpenAPI: every route the gateway serves itself is described', () => {
 
   it('finds the gateway\'s own routes (the check below is not vacuous)', () => {
     expect(ownPaths(app)).toEqual(
-      expect.arrayContaining(['/api/v1/auth/login', '/api/v1/api-keys', '/api/v1/api-keys/:id', '/api/v1/api-keys/:id/rotate', '/api/v1/audit-events', OPENAPI_PATH, ...DOCS_ROUTES]),
+      expect.arrayContaining([
+        '/api/v1/auth/login',
+        '/api/v1/auth/logout',
+        '/api/v1/auth/sessions',
+        '/api/v1/auth/sessions/:id',
+        '/api/v1/auth/password',
+        '/api/v1/api-keys', '/api/v1/api-keys/:id',         '/api/v1/api-keys/:id/rotate',
+        '/api/v1/audit-events',
+        OPENAPI_PATH,
+        ...DOCS_ROUTES,
+      ]),
     );
   });
 
@@ -265,6 +276,44 @@ describe('OpenAPI: the answers of a real session match the document', () => {
       conforms(refused, 'get', '/api/v1/audit-events');
     }
     conforms(await request(audit), 'get', '/api/v1/audit-events');
+  });
+
+  it('auth: sessions listed and ended, a password changed, a logout, and their refusals', async () => {
+    const token = await loginAdmin(gateway.url);
+    const other = await loginAdmin(gateway.url);
+    const sessions = '/api/v1/auth/sessions';
+    const one = '/api/v1/auth/sessions/{id}';
+    const password = '/api/v1/auth/password';
+    const logout = '/api/v1/auth/logout';
+    const listed = await request(`${gateway.url}${sessions}`, { token });
+    conforms(listed, 'get', sessions);
+    expect(listed.body.filter((session: any) => session.current)).toHaveLength(1);
+    conforms(await request(`${gateway.url}${sessions}`), 'get', sessions);
+    conforms(await request(`${gateway.url}${sessions}`, { token: 'not.a.jwt' }), 'get', sessions);
+
+    const otherId = decodeJwt(other).jti!;
+    conforms(await request(`${gateway.url}${sessions}/${otherId}`, { method: 'DELETE', token }), 'delete', one);
+    conforms(await request(`${gateway.url}${sessions}/${otherId}`, { method: 'DELETE', token }), 'delete', one);
+    conforms(await request(`${gateway.url}${sessions}/${otherId}`, { method: 'DELETE' }), 'delete', one);
+    // The ended session's token: 401 revoked_credential, on every admin endpoint.
+    const revoked = await request(`${gateway.url}${sessions}`, { token: other });
+    expect(revoked.body.code).toBe('revoked_credential');
+    conforms(revoked, 'get', sessions);
+    conforms(await request(`${gateway.url}/api/v1/api-keys`, { token: other }), 'get', '/api/v1/api-keys');
+
+    const change = (json: unknown) => request(`${gateway.url}${password}`, { method: 'POST', token, json });
+    conforms(await change({ current_password: ADMIN_PASSWORD, new_password: 'short' }), 'post', password);
+    conforms(await change({ current_password: ADMIN_PASSWORD }), 'post', password);
+    conforms(await change({ current_password: 'not the password', new_password: 'a long enough new password' }), 'post', password);
+    conforms(await request(`${gateway.url}${password}`, { method: 'POST', token, body: '{"current_password":', headers: { 'content-type': 'application/json' } }), 'post', password);
+    conforms(await request(`${gateway.url}${password}`, { method: 'POST', token, body: 'current_password=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 'post', password);
+    conforms(await change({ current_password: ADMIN_PASSWORD, new_password: 'a long enough new password' }), 'post', password);
+    // And back, for the tests that log in after this one.
+    conforms(await change({ current_password: 'a long enough new password', new_password: ADMIN_PASSWORD }), 'post', password);
+
+    conforms(await request(`${gateway.url}${logout}`, { method: 'POST', token }), 'post', logout);
+    conforms(await request(`${gateway.url}${logout}`, { method: 'POST', token }), 'post', logout);
+    conforms(await request(`${gateway.url}${logout}`, { method: 'POST' }), 'post', logout);
   });
 
   it('saw the success answer of every operation', () => {

@@ -12,6 +12,8 @@ import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 import { changedFields } from '../../src/store/key-lifecycle.ts';
 import {
   StoreNotEmptyError,
+  type AdminRow,
+  type AdminSessionRow,
   type ApiKeyPatch,
   type ApiKeyRow,
   type AuditOf,
@@ -124,7 +126,12 @@ function plainEvent(action: string) {
 /** Admins, keys in every state, audit events and settings; returns the store's export. */
 async function populate(store: Store): Promise<StoreData> {
   const { admin } = await store.createAdmin('ops@example.com', 'hash-1', eventOf('admin.created'));
-  await store.createAdmin('second@example.com', 'hash-2');
+  const { admin: second } = await store.createAdmin('second@example.com', 'hash-2');
+  // Admin sessions: a live one, an ended one (its token refused on the copy too), another admin's.
+  await store.createAdminSession({ id: 'sess-live', adminId: admin.id, createdAt: later(1), expiresAt: later(3600), clientAddress: '203.0.113.7', endedAt: null });
+  await store.createAdminSession({ id: 'sess-ended', adminId: admin.id, createdAt: later(2), expiresAt: later(3600), clientAddress: '203.0.113.8', endedAt: null });
+  await store.createAdminSession({ id: 'sess-second', adminId: second.id, createdAt: later(2), expiresAt: later(600), clientAddress: null, endedAt: null });
+  await store.endAdminSessions({ adminId: admin.id, id: 'sess-ended' }, later(6), (row) => ({ ...plainEvent('session_ended'), detail: { session_id: row.id }, at: later(6) }));
   const live = await store.createApiKey(newKey('gh_export_a0', { agentId: 7, scopes: ['mcp:calls', 'events:write'], expiresAt: later(3600) }), null, now, eventOf('api_key.created'));
   const revoked = await createKey(store, 'gh_export_b0');
   await createKey(store, 'gh_export_c0', { expiresAt: later(-60) });
@@ -819,6 +826,159 @@ for (const target of targets) {
       });
     });
 
+    describe('admin sessions', () => {
+      /** A session of `adminId`, created and expiring `seconds` after `now`. */
+      const session = (id: string, adminId: number, created: number, expires: number, overrides: Partial<AdminSessionRow> = {}): AdminSessionRow => ({
+        id,
+        adminId,
+        createdAt: later(created),
+        expiresAt: later(expires),
+        clientAddress: '203.0.113.7',
+        endedAt: null,
+        ...overrides,
+      });
+      /** An end's audit event as the session service makes it: the admin as subject, the session id in detail. */
+      const endEvent =
+        (action: string): AuditOf<AdminSessionRow> =>
+        (row) => ({ action, actorKind: 'admin', actorId: String(row.adminId), subjectId: String(row.adminId), clientAddress: '203.0.113.9', detail: { session_id: row.id }, at: row.endedAt! });
+      const ids = (rows: ReadonlyArray<{ id: string }>) => rows.map((row) => row.id).sort();
+      const DAY = 86_400;
+
+      let admin: AdminRow;
+      let other: AdminRow;
+      beforeEach(async () => {
+        ({ admin } = await store.createAdmin('ops@example.com', 'hash-1'));
+        ({ admin: other } = await store.createAdmin('other@example.com', 'hash-2'));
+      });
+
+      it('stores a session once: the same id again leaves the stored one as it is', async () => {
+        const first = session('sess-a', admin.id, 0, 3600);
+        await store.createAdminSession(first);
+        expect(await store.findAdminSession('sess-a')).toEqual(first);
+        await store.createAdminSession({ ...first, adminId: other.id, clientAddress: '198.51.100.1', expiresAt: later(7200), endedAt: later(5) });
+        expect(await store.findAdminSession('sess-a')).toEqual(first);
+        expect(await store.listAdminSessions(admin.id, now)).toEqual([first]);
+        expect(await store.listAdminSessions(other.id, now)).toEqual([]);
+        expect(await store.findAdminSession('sess-unknown')).toBeNull();
+        // A session recorded as ended (the logout of a token issued before sessions were stored) is found, never listed.
+        const ended = session('sess-b', admin.id, 1, 3600, { clientAddress: null, endedAt: later(1) });
+        await store.createAdminSession(ended);
+        expect(await store.findAdminSession('sess-b')).toEqual(ended);
+        expect(await store.listAdminSessions(admin.id, later(2))).toEqual([first]);
+      });
+
+      it('deletes the sessions expired more than a day before a new one is created, and keeps every other', async () => {
+        await store.createAdminSession(session('long-gone', admin.id, -3 * DAY, -DAY - 1));
+        await store.createAdminSession(session('ended-long-gone', other.id, -3 * DAY, -DAY - 1, { endedAt: later(-2 * DAY) }));
+        await store.createAdminSession(session('just-expired', admin.id, -2 * DAY, -DAY + 60));
+        await store.createAdminSession(session('ended-live', admin.id, -60, 3600, { endedAt: later(-30) }));
+        await store.createAdminSession(session('live', other.id, -60, 3600));
+        expect(await store.findAdminSession('long-gone')).not.toBeNull();
+
+        await store.createAdminSession(session('new', admin.id, 0, 3600));
+        expect(await store.findAdminSession('long-gone')).toBeNull();
+        expect(await store.findAdminSession('ended-long-gone')).toBeNull();
+        for (const kept of ['just-expired', 'ended-live', 'live', 'new']) expect(await store.findAdminSession(kept), kept).not.toBeNull();
+        expect(ids((await store.exportData()).adminSessions)).toEqual(['ended-live', 'just-expired', 'live', 'new']);
+      });
+
+      it("lists the admin's sessions that are neither expired nor ended, oldest first, and no other admin's", async () => {
+        const second = session('s-second', admin.id, 20, 3600);
+        const first = session('s-first', admin.id, 10, 3600);
+        const third = session('s-third', admin.id, 30, 90);
+        for (const row of [second, first, third]) await store.createAdminSession(row);
+        await store.createAdminSession(session('s-expired', admin.id, -100, -10));
+        await store.createAdminSession(session('s-ended', admin.id, 5, 3600, { endedAt: later(6) }));
+        const theirs = session('s-theirs', other.id, 0, 3600);
+        await store.createAdminSession(theirs);
+
+        expect(await store.listAdminSessions(admin.id, later(40))).toEqual([first, second, third]);
+        // Expired at exactly its expires_at.
+        expect(await store.listAdminSessions(admin.id, later(90))).toEqual([first, second]);
+        expect(await store.listAdminSessions(other.id, later(40))).toEqual([theirs]);
+        expect(await store.listAdminSessions(admin.id + other.id + 100, now)).toEqual([]);
+      });
+
+      it("ends one session by id, all but one, or all: only the admin's own, each with its event, never twice", async () => {
+        for (const id of ['a1', 'a2', 'a3', 'a4']) await store.createAdminSession(session(id, admin.id, 0, 3600));
+        await store.createAdminSession(session('a-expired', admin.id, -100, 5));
+        await store.createAdminSession(session('b1', other.id, 0, 3600));
+
+        // Another admin's session, an unknown one, an expired one: nothing ends.
+        expect(await store.endAdminSessions({ adminId: admin.id, id: 'b1' }, later(10), endEvent('session_ended'))).toEqual([]);
+        expect(await store.endAdminSessions({ adminId: admin.id, id: 'nope' }, later(10), endEvent('session_ended'))).toEqual([]);
+        expect(await store.endAdminSessions({ adminId: admin.id, id: 'a-expired' }, later(10), endEvent('session_ended'))).toEqual([]);
+
+        const one = await store.endAdminSessions({ adminId: admin.id, id: 'a1' }, later(10), endEvent('logout'));
+        expect(one).toEqual([session('a1', admin.id, 0, 3600, { endedAt: later(10) })]);
+        expect(await store.findAdminSession('a1')).toEqual(one[0]);
+        // Already ended: not ended again, its end time kept, no second event.
+        expect(await store.endAdminSessions({ adminId: admin.id, id: 'a1' }, later(11), endEvent('logout'))).toEqual([]);
+        expect((await store.findAdminSession('a1'))?.endedAt).toEqual(later(10));
+
+        const allButOne = await store.endAdminSessions({ adminId: admin.id, exceptId: 'a2' }, later(12), endEvent('session_ended'));
+        expect(ids(allButOne)).toEqual(['a3', 'a4']);
+        expect(allButOne.every((row) => row.endedAt?.getTime() === later(12).getTime())).toBe(true);
+        expect(await store.listAdminSessions(admin.id, later(12))).toEqual([session('a2', admin.id, 0, 3600)]);
+
+        const all = await store.endAdminSessions({ adminId: admin.id }, later(13), endEvent('session_ended'));
+        expect(ids(all)).toEqual(['a2']);
+        expect(await store.endAdminSessions({ adminId: admin.id }, later(14), endEvent('session_ended'))).toEqual([]);
+        expect(await store.listAdminSessions(admin.id, later(14))).toEqual([]);
+        expect((await store.findAdminSession('a-expired'))?.endedAt).toBeNull();
+        expect(await store.listAdminSessions(other.id, later(14))).toEqual([session('b1', other.id, 0, 3600)]);
+
+        // One event per session ended, written with it; an end that ended nothing wrote none.
+        const trail = (await store.listAuditEvents({ limit: 100 })).toReversed().map((event) => [event.action, event.subjectId, event.detail.session_id, event.at]);
+        expect(trail).toHaveLength(4);
+        expect(trail[0]).toEqual(['logout', String(admin.id), 'a1', later(10)]);
+        expect(trail.slice(1, 3).toSorted((a, b) => String(a[2]).localeCompare(String(b[2])))).toEqual([
+          ['session_ended', String(admin.id), 'a3', later(12)],
+          ['session_ended', String(admin.id), 'a4', later(12)],
+        ]);
+        expect(trail[3]).toEqual(['session_ended', String(admin.id), 'a2', later(13)]);
+      });
+
+      it('ends nothing, and writes no event, when an event cannot be made', async () => {
+        for (const id of ['a1', 'a2']) await store.createAdminSession(session(id, admin.id, 0, 3600));
+        let made = 0;
+        const failingSecond: AuditOf<AdminSessionRow> = (row) => {
+          if (++made === 2) throw new Error('no event');
+          return endEvent('session_ended')(row);
+        };
+        await expect(store.endAdminSessions({ adminId: admin.id }, later(10), failingSecond)).rejects.toThrow('no event');
+        expect(ids(await store.listAdminSessions(admin.id, later(10)))).toEqual(['a1', 'a2']);
+        expect(await store.listEndedAdminSessions(later(10))).toEqual([]);
+        expect(await store.listAuditEvents({ limit: 10 })).toEqual([]);
+        // The store is usable after the rollback.
+        expect(ids(await store.endAdminSessions({ adminId: admin.id }, later(11), endEvent('session_ended')))).toEqual(['a1', 'a2']);
+        expect(await store.listAuditEvents({ limit: 10 })).toHaveLength(2);
+      });
+
+      it('lists the sessions ended whose tokens have not expired yet, of every admin: what a starting replica refuses', async () => {
+        await store.createAdminSession(session('live', admin.id, 0, 3600));
+        await store.createAdminSession(session('ends-soon', admin.id, 0, 60));
+        await store.createAdminSession(session('theirs', other.id, 0, 3600));
+        await store.createAdminSession(session('recorded-ended', admin.id, 0, 600, { endedAt: later(1) }));
+        await store.endAdminSessions({ adminId: admin.id, exceptId: 'live' }, later(5));
+        await store.endAdminSessions({ adminId: other.id }, later(6));
+        // Ended without an audit factory: ended all the same.
+        expect((await store.findAdminSession('theirs'))?.endedAt).toEqual(later(6));
+
+        const byId = (rows: Array<{ id: string; adminId: number; expiresAt: Date }>) => rows.toSorted((a, b) => a.id.localeCompare(b.id));
+        expect(byId(await store.listEndedAdminSessions(later(10)))).toEqual([
+          { id: 'ends-soon', adminId: admin.id, expiresAt: later(60) },
+          { id: 'recorded-ended', adminId: admin.id, expiresAt: later(600) },
+          { id: 'theirs', adminId: other.id, expiresAt: later(3600) },
+        ]);
+        expect(byId(await store.listEndedAdminSessions(later(60)))).toEqual([
+          { id: 'recorded-ended', adminId: admin.id, expiresAt: later(600) },
+          { id: 'theirs', adminId: other.id, expiresAt: later(3600) },
+        ]);
+        expect(await store.listEndedAdminSessions(later(3600))).toEqual([]);
+      });
+    });
+
     describe('export and import', () => {
       let other: Place | undefined;
       afterEach(async () => {
@@ -841,11 +1001,20 @@ for (const target of targets) {
         expect(old).toMatchObject({ rotatedTo: successor.id, expiresAt: later(4 + 3600), updatedAt: later(4) });
         expect(successor).toMatchObject({ rotatedFrom: old.id, rotatedTo: null, scopes: ['mcp:calls'], createdAt: later(4), updatedAt: later(4) });
         expect(data.settings).toEqual([{ name: 'jwt_secret', value: 'secret-1' }, { name: 'other', value: 'value-2' }]);
+        // Admin sessions, ended ones included: a token ended on one store stays ended on the other.
+        const [ops, second] = data.admins;
+        expect(data.adminSessions).toEqual([
+          { id: 'sess-live', adminId: ops!.id, createdAt: later(1), expiresAt: later(3600), clientAddress: '203.0.113.7', endedAt: null },
+          { id: 'sess-ended', adminId: ops!.id, createdAt: later(2), expiresAt: later(3600), clientAddress: '203.0.113.8', endedAt: later(6) },
+          { id: 'sess-second', adminId: second!.id, createdAt: later(2), expiresAt: later(600), clientAddress: null, endedAt: null },
+        ]);
 
         const copy = await emptyStore();
         try {
           await copy.importData(data);
           expect(await copy.exportData()).toEqual(data);
+          expect(await copy.listEndedAdminSessions(now)).toEqual([{ id: 'sess-ended', adminId: ops!.id, expiresAt: later(3600) }]);
+          expect((await copy.listAdminSessions(ops!.id, now)).map((row) => row.id)).toEqual(['sess-live']);
           const maxId = (rows: { id: number }[]) => Math.max(...rows.map((row) => row.id));
           expect((await createKey(copy, 'gh_next00000')).id).toBeGreaterThan(maxId(data.apiKeys));
           expect((await copy.createAdmin('next@example.com', 'hash')).admin.id).toBeGreaterThan(maxId(data.admins));
@@ -887,9 +1056,13 @@ for (const target of targets) {
         const data = await populate(store);
         const copy = await emptyStore();
         try {
+          const empty = { admins: [], apiKeys: [], auditEvents: [], settings: [], adminSessions: [] };
           const clash = { ...data.apiKeys[1]!, id: 999 };
           await expect(copy.importData({ ...data, apiKeys: [...data.apiKeys, clash] })).rejects.toThrow();
-          expect(await copy.exportData()).toEqual({ admins: [], apiKeys: [], auditEvents: [], settings: [] });
+          expect(await copy.exportData()).toEqual(empty);
+          // The sessions are the last table written: a clash there undoes every table before it.
+          await expect(copy.importData({ ...data, adminSessions: [...data.adminSessions, data.adminSessions[0]!] })).rejects.toThrow();
+          expect(await copy.exportData()).toEqual(empty);
           await copy.importData(data);
           expect(await copy.exportData()).toEqual(data);
         } finally {
@@ -903,6 +1076,8 @@ for (const target of targets) {
       const key = await createKey(store, 'gh_persist00');
       const event = await store.appendAuditEvent({ action: 'x', actorKind: null, actorId: null, subjectId: null, clientAddress: null, detail: { a: 1 } });
       const secret = await store.getOrCreateSetting('jwt_secret', 'first');
+      const session = { id: 'sess-kept', adminId: admin.id, createdAt: now, expiresAt: later(3600), clientAddress: null, endedAt: null };
+      await store.createAdminSession(session);
       await store.close();
 
       const again = await place.remigrate();
@@ -914,6 +1089,7 @@ for (const target of targets) {
       expect(await store.listApiKeys()).toEqual([key]);
       expect(await store.listAuditEvents({ limit: 10 })).toEqual([event]);
       expect(await store.getOrCreateSetting('jwt_secret', 'second')).toBe(secret);
+      expect(await store.findAdminSession('sess-kept')).toEqual(session);
     });
   });
 }

@@ -80,8 +80,8 @@ export function endAdminSessions(db: Session, match: SessionMatch, now: Date, au
   return ended;
 }
 
-export function listEndedAdminSessions(db: Session, now: Date): Array<{ id: string; expiresAt: Date }> {
+export function listEndedAdminSessions(db: Session, now: Date): Array<{ id: string; adminId: number; expiresAt: Date }> {
   return db
-    .all<{ id: string; expires_at: number }>('SELECT id, expires_at FROM admin_sessions WHERE ended_at IS NOT NULL AND expires_at > $now', { now: millis(now) })
-    .map((row) => ({ id: row.id, expiresAt: new Date(row.expires_at) }));
+    .all<{ id: string; admin_id: number; expires_at: number }>('SELECT id, admin_id, expires_at FROM admin_sessions WHERE ended_at IS NOT NULL AND expires_at > $now', { now: millis(now) })
+    .map((row) => ({ id: row.id, adminId: row.admin_id, expiresAt: new Date(row.expires_at) }));
 }

@@ -115,6 +115,9 @@ describe('decide: credentials', () => {
     { description: 'a disabled key on an admin route is still the wrong type', route: 'admin', principal: apiKey(['events:write'], { disabled: true }), expected: refused('wrong_credential_type', 401) },
     { description: 'an admin token at its exp: 401 expired_credential', route: 'admin', principal: { ...ADMIN, expiresAt: NOW }, expected: refused('expired_credential', 401) },
     { description: 'an admin token a millisecond before its exp', route: 'admin', principal: { ...ADMIN, expiresAt: new Date(NOW.getTime() + 1) }, expected: 'allow' },
+    { description: 'an admin token whose session was ended: 401 revoked_credential', route: 'admin', principal: { ...ADMIN, revoked: true }, expected: refused('revoked_credential', 401) },
+    { description: 'an ended session is revoked before it is expired', route: 'admin', principal: { ...ADMIN, revoked: true, expiresAt: NOW }, expected: refused('revoked_credential', 401) },
+    { description: 'an ended session\'s token on the events route is still the wrong type', ...EVENTS, principal: { ...ADMIN, revoked: true }, expected: refused('wrong_credential_type', 401) },
   ]);
 });
 

@@ -10,8 +10,8 @@ function apiKey(keyId: number, expiresAt: Date | null = null): ApiKeyPrincipal {
 }
 
 /** An admin principal as the verifier hands it over: the verified session, `exp` included. */
-function admin(adminId: number, expiresAt: Date): AdminPrincipal {
-  return { kind: 'admin', adminId, expiresAt, sessionId: 's-1', revoked: false };
+function admin(adminId: number, expiresAt: Date, sessionId = 's-1'): AdminPrincipal {
+  return { kind: 'admin', adminId, expiresAt, sessionId, revoked: false };
 }
 
 function codeOf(run: () => unknown): string | undefined {
@@ -63,6 +63,18 @@ describe('OpenStreams', () => {
     const open = streams(1);
     for (let i = 0; i < 3; i++) expect(open.open(null, () => {})).toBeTypeOf('function');
     expect(open.size).toBe(0);
+  });
+
+  it('closeSession closes the streams of that admin session, and only those (not the same admin\'s other session, not a key\'s)', () => {
+    const open = streams(4);
+    const closed: string[] = [];
+    const later = new Date(Date.now() + 3_600_000);
+    open.open(admin(1, later, 'ended'), () => closed.push('ended'));
+    open.open(admin(1, later, 'kept'), () => closed.push('kept'));
+    open.open(apiKey(1), () => closed.push('key'));
+    open.closeSession('ended');
+    expect(closed).toEqual(['ended']);
+    expect(open.size).toBe(2);
   });
 
   it('closeKey closes every stream of that key, and only those', () => {
