@@ -219,8 +219,12 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
   // Opened without waiting for Redis: with Redis away the gateway starts and serves through the store.
   const redis = env.REDIS_URL === undefined ? undefined : await RedisTier.open({ url: env.REDIS_URL, store, log });
   // The admin sessions ended while their tokens live: read at start, then told by the revocation bus.
-  const ended = new EndedSessions({ now: () => now().getTime(), tokenTtlMs: env.ADMIN_SESSION_TTL * 1000 });
-  for (const session of await store.listEndedAdminSessions(now())) ended.end(session.id, session.expiresAt);
+  // Every way this replica learns of an end goes through it, and ends the session's streams.
+  // Streams and tunnels by credential: a key's end (the eviction below, on every replica before
+  // it acknowledges the barrier), or a session's, cuts them before the answer that ended it leaves.
+  const streams = new OpenStreams({ maxPerCredential: env.MAX_STREAMS_PER_KEY, now });
+  const ended = new EndedSessions({ now: () => now().getTime(), tokenTtlMs: env.ADMIN_SESSION_TTL * 1000, onEnded: (id) => streams.closeSession(id) });
+  ended.load(await store.listEndedAdminSessions(now()));
   const usage = new UsageRecorder({
     store,
     intervalMs: store.kind === 'embedded' ? EMBEDDED_USAGE_FLUSH_INTERVAL_MS : DEFAULT_USAGE_FLUSH_INTERVAL_MS,
@@ -236,13 +240,10 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
     probe: redis === undefined ? undefined : new RedisProbeGate({ redis: redis.commands, name: 'key_prefix', intervalMs: KEY_PREFIX_PROBE_INTERVAL_MS, prefix: redis.prefix }),
     shared: redis?.identity,
   });
-  // Streams and tunnels by credential: a key's end (the eviction below, on every replica before
-  // it acknowledges the barrier) cuts them before the answer that ended it leaves.
-  const streams = new OpenStreams({ maxPerCredential: env.MAX_STREAMS_PER_KEY, now });
-  const revocations = startRevocations(verifier, streams, ended, redis, metrics);
+  const revocations = startRevocations(verifier, streams, ended, redis, metrics, () => resyncEndedSessions(store, ended, now, log));
   const observe = (barrier: BarrierResult) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed);
   const keys = new KeyService({ store, hasher, licenceLimit: config.licence.apiKeys, listener: createKeyStateListener({ evict: revocations.evict, bus: revocations.bus, observe }), now });
-  const adminSessions = new SessionService({ store, tokens: sessions, listener: createSessionEndListener({ ended, closeStreams: (id) => streams.closeSession(id), bus: revocations.bus, observe }), now });
+  const adminSessions = new SessionService({ store, tokens: sessions, listener: createSessionEndListener({ ended, bus: revocations.bus, observe }), now });
   const login = new LoginService({
     store,
     hasher,
@@ -265,14 +266,16 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
  * not announce it again: the session is already ended.
  */
 function refreshEndedSessions(app: FastifyInstance, store: Store, ended: EndedSessions, everyMs: number, now: () => Date): void {
-  const timer = setInterval(() => {
-    store.listEndedAdminSessions(now()).then(
-      (sessions) => {
-        for (const session of sessions) ended.end(session.id, session.expiresAt);
-      },
-      (error: unknown) => app.log.warn({ err: error }, 'could not read the ended admin sessions; tried again later'),
-    );
-  }, everyMs);
+  let running = false;
+  const timer = setInterval(
+    () => {
+      if (running) return;
+      running = true;
+      void resyncEndedSessions(store, ended, now, app.log).finally(() => (running = false));
+    },
+    // A timer over 2^31 − 1 ms fires at once in Node: a very long KEY_CACHE_TTL reads them daily instead.
+    Math.min(everyMs, MAX_TIMER_MS),
+  );
   timer.unref();
   app.addHook('onClose', (_instance, done) => {
     clearInterval(timer);
@@ -280,24 +283,39 @@ function refreshEndedSessions(app: FastifyInstance, store: Store, ended: EndedSe
   });
 }
 
+/** Reads the ended sessions again; once read, the memory is in sync (until the next time an end may be missed). */
+async function resyncEndedSessions(store: Store, ended: EndedSessions, now: () => Date, log: FastifyBaseLogger): Promise<void> {
+  const generation = ended.generation;
+  try {
+    ended.load(await store.listEndedAdminSessions(now()));
+    ended.markSynced(generation);
+  } catch (error) {
+    log.warn({ err: error }, 'could not read the ended admin sessions; each admin request asks the store until they are');
+  }
+}
+
+/** A day: the longest a timer waits here. */
+const MAX_TIMER_MS = 24 * 60 * 60_000;
+
 /**
  * How a change reaches this replica (a key's cached state and streams dropped, a session
  * ended) and, with Redis, every other replica: the revocation bus, degraded (state read from
  * the store on every request) until subscribed.
  */
-function startRevocations(verifier: KeyVerifier, streams: OpenStreams, ended: EndedSessions, redis: RedisTier | undefined, metrics: Metrics) {
+function startRevocations(verifier: KeyVerifier, streams: OpenStreams, ended: EndedSessions, redis: RedisTier | undefined, metrics: Metrics, resync: () => void) {
   const evict = (keyId: number) => {
     verifier.evict(keyId);
     streams.closeKey(keyId);
   };
   const bus = redis?.startRevocations({
     evict,
-    endSession: (sessionId) => {
-      ended.end(sessionId);
-      streams.closeSession(sessionId);
-    },
+    endSession: (sessionId) => void ended.end(sessionId),
     setDegraded: (degraded) => {
       verifier.setDegraded(degraded);
+      // Ends announced while this replica could not hear them are read from the store once it can again;
+      // until then, each admin request asks the store.
+      ended.unsync();
+      if (!degraded) resync();
       // Entering: evictions may be missed from now on, so streams authorized on the trusted cache are cut.
       // Leaving: the streams still open were all opened while evictions could be missed, and one of
       // their keys may have been revoked meanwhile. Either way each client reconnects and is checked again.

@@ -87,8 +87,10 @@ export class LoginService {
     // A failure keeps its reservation: that is the failure counted.
     if (!admin || !matches) return { ok: false, adminId: admin?.id ?? null };
     await this.#release(subjects);
-    await this.#upgradeHash(admin, password);
-    return { ok: true, adminId: admin.id, session: await this.#sessions.open(admin.id, clientAddress) };
+    const hash = await this.#upgradeHash(admin, password);
+    // Refused when the password changed since it was checked (a change or a reset racing this login).
+    const session = await this.#sessions.open(admin.id, clientAddress, hash);
+    return session === undefined ? { ok: false, adminId: admin.id } : { ok: true, adminId: admin.id, session };
   }
 
   /**
@@ -137,21 +139,24 @@ export class LoginService {
    * ARGON2_* settings. Compare-and-set on the old hash: a password changed meanwhile is never
    * overwritten with the old one. Busy or failing, it is simply tried at the next login.
    */
-  async #upgradeHash(admin: AdminRow, password: string): Promise<void> {
-    if (!needsRehash(admin.passwordHash, this.#hasher.params)) return;
+  /** The hash stored for the admin afterwards: the upgraded one when it replaced the one checked. */
+  async #upgradeHash(admin: AdminRow, password: string): Promise<string> {
+    if (!needsRehash(admin.passwordHash, this.#hasher.params)) return admin.passwordHash;
     try {
       const upgraded = await this.#hasher.hashLogin(password);
-      if (upgraded === ARGON2_BUSY) return;
+      if (upgraded === ARGON2_BUSY) return admin.passwordHash;
       if (await this.#store.replaceAdminPasswordHash(admin.id, admin.passwordHash, upgraded)) {
         // The stored hashes moved: the decoy follows them (after any refresh already under way),
         // before this login's token: once per admin after a settings change, and the next unknown
         // email is then sure to cost what the upgraded hashes cost.
         await this.#makingDecoy;
         await this.#remakeDecoy();
+        return upgraded;
       }
     } catch (error) {
       this.#onError(error);
     }
+    return admin.passwordHash;
   }
 
   async #decoyHash(): Promise<string | Argon2Busy> {

@@ -40,19 +40,26 @@ export class SessionService {
     this.#now = deps.now;
   }
 
-  /** A token for the admin, its session stored before the token is handed out. */
-  async open(adminId: number, clientAddress: string | null): Promise<IssuedSession> {
+  /**
+   * A token for the admin, its session stored before the token is handed out, and only while
+   * the admin's password hash is still `provenHash` (the one the login checked): a login that
+   * races a password change or reset either is stored before it, and ended by it, or is
+   * refused. Undefined when refused.
+   */
+  async open(adminId: number, clientAddress: string | null, provenHash: string): Promise<IssuedSession | undefined> {
     if (this.#tokens === undefined) throw new Error('SessionService: no tokens to open a session with');
     const issued = await this.#tokens.issue(adminId);
-    await this.#store.createAdminSession({ id: issued.sessionId, adminId, createdAt: issued.issuedAt, expiresAt: issued.expiresAt, clientAddress, endedAt: null });
-    return issued;
+    const session = { id: issued.sessionId, adminId, createdAt: issued.issuedAt, expiresAt: issued.expiresAt, clientAddress, endedAt: null };
+    return (await this.#store.createAdminSession(session, provenHash)) ? issued : undefined;
   }
 
   /** Ends the session of the token presented. A token whose session was never stored (issued before sessions were) is recorded ended. */
   async logout(principal: AdminPrincipal, actor: Actor): Promise<void> {
     const now = this.#now();
     const ended = await this.#store.endAdminSessions({ adminId: principal.adminId, id: principal.sessionId }, now, eventOf('logout', actor, now));
-    if (ended.length === 0) {
+    // Nothing ended: either it was ended already (a retry through a replica that had not heard
+    // of it) and is only announced again, or the token was issued before sessions were stored.
+    if (ended.length === 0 && (await this.#store.findAdminSession(principal.sessionId)) === null) {
       const session = { id: principal.sessionId, adminId: principal.adminId, createdAt: now, expiresAt: principal.expiresAt, clientAddress: actor.address, endedAt: now };
       await this.#store.createAdminSession(session);
       await this.#store.appendAuditEvent(eventOf('logout', actor, now)(session));

@@ -148,7 +148,7 @@ function sessionOperations(): Record<string, Record<string, JsonSchema>> {
         ...own,
         operationId: 'endSession',
         summary: 'End one of your sessions',
-        description: `Its token ${everywhere} Another admin's session, one ended or expired, or an id that names none is 404.${unconfirmed}`,
+        description: `Its token ${everywhere} One of yours ended already is 204 again (announced again). Another admin's session, an expired one, or an id that names none is 404.${unconfirmed}`,
         parameters: [{ name: 'id', in: 'path', required: true, description: 'A session id as listed (the token\'s `jti`); anything else is 404', schema: { type: 'string', pattern: SESSION_ID.source } }],
         responses: { '204': ended, ...problems(...ADMIN_REFUSALS, 'not_found', 'store_unavailable') },
       },

@@ -56,7 +56,8 @@ export class Authenticator {
     const ended = this.#ended;
     if (ended === undefined) return session;
     const known = ended.apply(session);
-    if (known.revoked || !this.#verifier.degraded || this.#store === undefined) return known;
+    // Asked of the store while an end may have been missed: degraded, or not yet re-read since.
+    if (known.revoked || (!this.#verifier.degraded && ended.synced) || this.#store === undefined) return known;
     return this.#store.findAdminSession(session.sessionId).then((row) => {
       if (row?.endedAt == null) return session;
       ended.end(row.id, row.expiresAt);

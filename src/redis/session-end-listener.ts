@@ -25,12 +25,10 @@ export function createSessionEndListener(deps: {
         deps.closeStreams?.(session.id);
       }
       if (deps.bus === undefined) return;
-      let unpublished = false;
-      for (const session of sessions) {
-        const result = await deps.bus.announceSessionEnd(session.id);
-        deps.observe?.(result);
-        unpublished ||= !result.published;
-      }
+      // In parallel: each barrier waits up to its bound, and an admin may have many sessions.
+      const results = await Promise.all(sessions.map((session) => deps.bus!.announceSessionEnd(session.id)));
+      for (const result of results) deps.observe?.(result);
+      const unpublished = results.some((result) => !result.published);
       if (unpublished) {
         throw new GatewayError(
           'store_unavailable',

@@ -20,14 +20,17 @@ export function toAdminSession(row: AdminSessionRecord): AdminSessionRow {
 /** A day past expiry: long enough for no replica's clock to still take the token as valid. */
 const KEEP_EXPIRED = "interval '24 hours'";
 
-export async function createAdminSession(db: SqlExecutor, session: AdminSessionRow): Promise<void> {
+export async function createAdminSession(db: SqlExecutor, session: AdminSessionRow, passwordHash?: string): Promise<boolean> {
   // A day before the new session's creation, by the caller's clock as every other time here (and as on SQLite).
   await db.query(`DELETE FROM admin_sessions WHERE expires_at < $1::timestamptz - ${KEEP_EXPIRED}`, [session.createdAt]);
-  await db.query(
+  // One statement: the hash is compared where the row is written, so a password change commits either before (no row) or after (the row is there to end).
+  const rows = await db.query<{ id: string }>(
     `INSERT INTO admin_sessions (id, admin_id, created_at, expires_at, client_address, ended_at)
-     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
-    [session.id, session.adminId, session.createdAt, session.expiresAt, session.clientAddress, session.endedAt],
+     SELECT $1, $2, $3, $4, $5, $6 WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM admins WHERE id = $2 AND password_hash = $7)
+     ON CONFLICT (id) DO NOTHING RETURNING id`,
+    [session.id, session.adminId, session.createdAt, session.expiresAt, session.clientAddress, session.endedAt, passwordHash ?? null],
   );
+  return rows.length === 1;
 }
 
 export async function listAdminSessions(db: SqlExecutor, adminId: number, now: Date): Promise<AdminSessionRow[]> {

@@ -196,8 +196,8 @@ export class PostgresStore implements Store {
     return countKeysByStatus(this.#db, now);
   }
 
-  createAdminSession(session: AdminSessionRow): Promise<void> {
-    return createAdminSession(this.#db, session);
+  createAdminSession(session: AdminSessionRow, passwordHash?: string): Promise<boolean> {
+    return createAdminSession(this.#db, session, passwordHash);
   }
 
   listAdminSessions(adminId: number, now: Date): Promise<AdminSessionRow[]> {

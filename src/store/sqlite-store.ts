@@ -220,8 +220,8 @@ export class SqliteStore implements Store {
     return this.#run(() => countKeysByStatus(this.#session, now));
   }
 
-  async createAdminSession(session: AdminSessionRow): Promise<void> {
-    this.#write(() => createAdminSession(this.#session, session));
+  async createAdminSession(session: AdminSessionRow, passwordHash?: string): Promise<boolean> {
+    return this.#write(() => createAdminSession(this.#session, session, passwordHash));
   }
 
   async listAdminSessions(adminId: number, now: Date): Promise<AdminSessionRow[]> {

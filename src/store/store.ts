@@ -215,8 +215,12 @@ export interface Store {
   /** Counts of keys by status at `now` (a disabled key that is neither revoked nor expired is `disabled`). */
   countKeysByStatus(now: Date): Promise<{ active: number; disabled: number; expired: number; revoked: number }>;
 
-  /** Records a session as issued (or, with `endedAt`, as already ended); an id stored before is left as it is. Deletes sessions expired a day ago. */
-  createAdminSession(session: AdminSessionRow): Promise<void>;
+  /**
+   * Records a session as issued (or, with `endedAt`, as already ended); an id stored before is
+   * left as it is. With `passwordHash`, only while the admin's hash is still that one (false
+   * otherwise). Deletes sessions expired a day ago.
+   */
+  createAdminSession(session: AdminSessionRow, passwordHash?: string): Promise<boolean>;
   /** The admin's sessions neither expired nor ended at `now`, oldest first. */
   listAdminSessions(adminId: number, now: Date): Promise<AdminSessionRow[]>;
   findAdminSession(id: string): Promise<AdminSessionRow | null>;

@@ -146,7 +146,7 @@ describeWithRedis('RevocationBus (shared Redis)', () => {
       expect(result).toMatchObject({ published: true, receivers: 2, acked: 1, missed: 1 });
       expect(result.durationMs).toBeGreaterThanOrEqual(290);
       expect(result.durationMs).toBeLessThan(1_000);
-      expect(a.events).toContainEqual({ type: 'barrier_missed', keyId: 5, receivers: 2, acked: 1 });
+      expect(a.events).toContainEqual({ type: 'barrier_missed', subject: 'key 5', receivers: 2, acked: 1 });
     } finally {
       silent.disconnect();
     }
@@ -190,7 +190,7 @@ describeWithRedis('RevocationBus (shared Redis)', () => {
     const result = await a.bus.announce(9);
     expect(result).toMatchObject({ published: false, receivers: 0, acked: 0, missed: 0 });
     expect(result.durationMs).toBeLessThan(600);
-    expect(a.events).toContainEqual({ type: 'publish_failed', keyId: 9 });
+    expect(a.events).toContainEqual({ type: 'publish_failed', subject: 'key 9' });
     expect(a.bus.degraded).toBe(true);
   });
 });
@@ -280,7 +280,7 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
       expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 2, lapsed: 1 });
       expect(result.durationMs).toBeGreaterThanOrEqual(1_000 + 200 - 5);
       expect(result.durationMs).toBeLessThan(2_000);
-      expect(a.events).toContainEqual({ type: 'barrier_lapsed', keyId: 33, lapsed: 1, replicas: ['silent-replica'] });
+      expect(a.events).toContainEqual({ type: 'barrier_lapsed', subject: 'key 33', lapsed: 1, replicas: ['silent-replica'] });
     } else {
       expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 1, lapsed: 0 });
       expect(result.durationMs).toBeLessThan(NO_LEASE_WAIT_MS);
@@ -352,7 +352,7 @@ describe.skipIf(!redisServerAvailable())('RevocationBus (private Redis, taken aw
     await server.start();
     await subscribed(a, b);
     // Published again once a's connection is back: a replica that stayed subscribed meanwhile still hears of it.
-    await vi.waitFor(() => expect(a.events).toContainEqual({ type: 'republished', keyId: 21 }), { timeout: 5_000 });
+    await vi.waitFor(() => expect(a.events).toContainEqual({ type: 'republished', subject: 'key 21' }), { timeout: 5_000 });
     expect((await a.bus.announce(22)).missed).toBe(0);
     expect(b.evicted).toContain(22);
   });

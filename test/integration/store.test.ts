@@ -851,6 +851,14 @@ for (const target of targets) {
         ({ admin: other } = await store.createAdmin('other@example.com', 'hash-2'));
       });
 
+      it('stores a login\'s session only while the admin\'s password is still the one the login proved (a change racing it)', async () => {
+        expect(await store.createAdminSession(session('proved', admin.id, 0, 3600), 'hash-1')).toBe(true);
+        await store.setAdminPassword(admin.id, 'hash-2');
+        expect(await store.createAdminSession(session('raced', admin.id, 0, 3600), 'hash-1')).toBe(false);
+        expect(await store.findAdminSession('raced')).toBeNull();
+        expect(ids(await store.listAdminSessions(admin.id, now))).toEqual(['proved']);
+      });
+
       it('stores a session once: the same id again leaves the stored one as it is', async () => {
         const first = session('sess-a', admin.id, 0, 3600);
         await store.createAdminSession(first);

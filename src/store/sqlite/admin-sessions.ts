@@ -43,13 +43,16 @@ export function sessionParameters(session: AdminSessionRow) {
   };
 }
 
-export function createAdminSession(db: Session, session: AdminSessionRow): void {
+export function createAdminSession(db: Session, session: AdminSessionRow, passwordHash?: string): boolean {
   db.get('DELETE FROM admin_sessions WHERE expires_at < $before', { before: millis(session.createdAt) - KEEP_EXPIRED_MS });
-  db.get(
+  const row = db.get<{ id: string }>(
     `INSERT INTO admin_sessions (id, admin_id, created_at, expires_at, client_address, ended_at)
-     VALUES ($id, $admin_id, $created_at, $expires_at, $client_address, $ended_at) ON CONFLICT (id) DO NOTHING`,
-    sessionParameters(session),
+     SELECT $id, $admin_id, $created_at, $expires_at, $client_address, $ended_at
+     WHERE $hash IS NULL OR EXISTS (SELECT 1 FROM admins WHERE id = $admin_id AND password_hash = $hash)
+     ON CONFLICT (id) DO NOTHING RETURNING id`,
+    { ...sessionParameters(session), hash: passwordHash ?? null },
   );
+  return row !== undefined;
 }
 
 export function listAdminSessions(db: Session, adminId: number, now: Date): AdminSessionRow[] {

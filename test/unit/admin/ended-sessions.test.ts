@@ -16,6 +16,27 @@ function principal(sessionId: string, expiresAt = new Date(START + TTL_MS)): Adm
 }
 
 describe('EndedSessions', () => {
+  it('is out of sync from unsync until a read of the store that began after it; a read begun before proves nothing', () => {
+    const { ended } = setup();
+    expect(ended.synced).toBe(true);
+    const before = ended.generation;
+    ended.unsync();
+    ended.markSynced(before);
+    expect(ended.synced).toBe(false);
+    const after = ended.generation;
+    ended.markSynced(after);
+    expect(ended.synced).toBe(true);
+  });
+
+  it('tells onEnded of each session once, however it learns of it (the bus, the store, this replica)', () => {
+    const told: string[] = [];
+    const ended = new EndedSessions({ now: () => START, tokenTtlMs: TTL_MS, onEnded: (id) => void told.push(id) });
+    ended.end('a');
+    ended.load([{ id: 'a', expiresAt: new Date(START + 10) }, { id: 'b', expiresAt: new Date(START + 10) }]);
+    ended.end('b', new Date(START + 20));
+    expect(told).toEqual(['a', 'b']);
+  });
+
   it('leaves a session nobody ended as it is: the same object, no copy', () => {
     const { ended } = setup();
     const session = principal('s-1');

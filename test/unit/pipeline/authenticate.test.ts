@@ -92,6 +92,19 @@ describe('Authenticator: admin sessions', () => {
     expect(store.reads).toEqual([]);
   });
 
+  it('trusted again but not yet re-read (ends may have been missed while degraded): the store is asked until it is', async () => {
+    const { authenticator, ended, store, credential, issued } = await setup();
+    await authenticator.authenticate(credential, '127.0.0.1');
+    const generation = ended.generation + 1;
+    ended.unsync();
+    store.endedRow(issued);
+    expect(await principalOf(authenticator.authenticate(credential, '127.0.0.1'))).toMatchObject({ revoked: true });
+    expect(store.reads).toEqual([issued.sessionId]);
+    ended.markSynced(generation);
+    expect(authenticator.authenticate(credential, '127.0.0.1')).toMatchObject({ revoked: true });
+    expect(store.reads).toHaveLength(1);
+  });
+
   it('degraded: the store is asked on every request, and an end found there is refused and remembered', async () => {
     const { authenticator, verifier, store, credential, issued } = await setup();
     await authenticator.authenticate(credential, '127.0.0.1');
