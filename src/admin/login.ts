@@ -29,6 +29,12 @@ export interface LoginServiceDeps {
   now?: () => number;
 }
 
+/** A password checked: the admin it was checked against (none: an unknown email, checked against the decoy). */
+interface Checked {
+  admin: AdminRow | null;
+  matches: boolean;
+}
+
 interface Decoy {
   hash: string;
   params: Argon2Params;
@@ -69,24 +75,9 @@ export class LoginService {
 
   /** Throws 429 `rate_limited` when the email or the address is throttled; otherwise says whether it matched. */
   async login(email: string, password: string, clientAddress: string): Promise<LoginOutcome> {
-    const subjects = [`email:${email.toLowerCase()}`, `addr:${clientAddress}`];
-    const retryAfter = await this.#limiter.reserve(subjects);
-    if (retryAfter > 0) throw new GatewayError('rate_limited', 'Too many failed logins; try again later', { retryAfter });
-    let checked: { admin: AdminRow | null; matches: boolean } | Argon2Busy;
-    try {
-      checked = await this.#check(email, password);
-    } catch (error) {
-      await this.#release(subjects);
-      throw error;
-    }
-    if (checked === ARGON2_BUSY) {
-      await this.#release(subjects);
-      throw new GatewayError('rate_limited', 'Too many logins are being checked; try again shortly', { retryAfter: 1 });
-    }
+    const checked = await this.#attempt(`email:${email.toLowerCase()}`, clientAddress, () => this.#check(email, password));
     const { admin, matches } = checked;
-    // A failure keeps its reservation: that is the failure counted.
     if (!admin || !matches) return { ok: false, adminId: admin?.id ?? null };
-    await this.#release(subjects);
     const hash = await this.#upgradeHash(admin, password);
     // Refused when the password changed since it was checked (a change or a reset racing this login).
     const session = await this.#sessions.open(admin.id, clientAddress, hash);
@@ -101,26 +92,40 @@ export class LoginService {
   async verifyPassword(adminId: number, password: string, clientAddress: string): Promise<boolean> {
     const admin = await this.#store.findAdminById(adminId);
     if (!admin) return false;
-    const subjects = [`email:${admin.email.toLowerCase()}`, `addr:${clientAddress}`];
+    const checked = await this.#attempt(`email:${admin.email.toLowerCase()}`, clientAddress, async () => {
+      if (!this.#hasher.loginLaneHasRoom()) return ARGON2_BUSY;
+      const matches = await this.#hasher.verifyLogin(admin.passwordHash, password);
+      return matches === ARGON2_BUSY ? ARGON2_BUSY : { admin, matches };
+    });
+    return checked.matches;
+  }
+
+  /**
+   * One password check, throttled: the attempt is reserved as a failure for the email and the
+   * address before any work, and given back only if it matches or is never checked (argon2id
+   * busy, a failure). So a burst cannot all pass a check made before any of them failed.
+   */
+  async #attempt(email: string, clientAddress: string, check: () => Promise<Checked | Argon2Busy>): Promise<Checked> {
+    const subjects = [email, `addr:${clientAddress}`];
     const retryAfter = await this.#limiter.reserve(subjects);
-    if (retryAfter > 0) throw new GatewayError('rate_limited', 'Too many failed password checks; try again later', { retryAfter });
-    let matches: boolean | Argon2Busy;
+    if (retryAfter > 0) throw new GatewayError('rate_limited', 'Too many failed logins; try again later', { retryAfter });
+    let checked: Checked | Argon2Busy;
     try {
-      matches = this.#hasher.loginLaneHasRoom() ? await this.#hasher.verifyLogin(admin.passwordHash, password) : ARGON2_BUSY;
+      checked = await check();
     } catch (error) {
       await this.#release(subjects);
       throw error;
     }
-    if (matches === ARGON2_BUSY) {
+    if (checked === ARGON2_BUSY) {
       await this.#release(subjects);
-      throw new GatewayError('rate_limited', 'Too many passwords are being checked; try again shortly', { retryAfter: 1 });
+      throw new GatewayError('rate_limited', 'Too many logins are being checked; try again shortly', { retryAfter: 1 });
     }
     // A failure keeps its reservation: that is the failure counted.
-    if (matches) await this.#release(subjects);
-    return matches;
+    if (checked.admin && checked.matches) await this.#release(subjects);
+    return checked;
   }
 
-  async #check(email: string, password: string): Promise<{ admin: AdminRow | null; matches: boolean } | Argon2Busy> {
+  async #check(email: string, password: string): Promise<Checked | Argon2Busy> {
     if (!this.#hasher.loginLaneHasRoom()) return ARGON2_BUSY;
     const admin = await this.#store.findAdminByEmail(email);
     const encoded = admin?.passwordHash ?? (await this.#decoyHash());
