@@ -6,7 +6,7 @@
  * Progress goes to stderr, the tables to stdout.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { DEFAULTS } from '../src/config/env.ts';
@@ -15,7 +15,7 @@ import { timeArgon2Verify, type Argon2Params } from './argon2-time.ts';
 import { Client } from './client.ts';
 import { cpuSnapshot, foreignCpu, processCpuMs, quiescent } from './cpu.ts';
 import { coldKeys, storm } from './cold.ts';
-import { loginAdmin, startGateway, type GatewayOptions } from './gateway.ts';
+import { loginAdmin, startGateway, type GatewayHandle, type GatewayOptions } from './gateway.ts';
 import { invalidKeys } from './invalid.ts';
 import { runLoad, wrkAvailable, type LoadResult, type LoadTool } from './load.ts';
 import { measureRss, warmKeys } from './memory.ts';
@@ -25,7 +25,7 @@ import { evaluateTargets, rowOf, scenarioTable, targetTable, type Extras, type R
 import { LOAD_SCENARIOS, type Credential, type LoadScenario, type Target } from './scenarios.ts';
 import { seededDatabase, seededStore } from './seed-cache.ts';
 import type { SeedGroup } from './seed.ts';
-import { findPostgres, replicaServices, staleAcceptances } from './stale.ts';
+import { findPostgres, findRedis, replicaServices, staleAcceptances } from './stale.ts';
 import { startup } from './startup.ts';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -48,10 +48,14 @@ function configuredArgon2(): Argon2Params {
   };
 }
 
+/** The limit of `events-rate-limited`'s key: counted on every request, never reached (a million a second). */
+const NEVER_REACHED = { requests: 1_000_000, perSeconds: 1 };
+
 function seedGroups(options: BenchOptions, argon2: Argon2Params): SeedGroup[] {
   const bound = { scopes: ['events:write'], agentId: 1 };
   return [
     { name: 'events', count: 1, ...bound, argon2 },
+    { name: 'limited', count: 1, ...bound, argon2, rateLimit: NEVER_REACHED },
     { name: 'mcp', count: 1, scopes: ['mcp:knowledge'], agentId: 1, argon2 },
     { name: 'many', count: Math.max(options.manyKeys, options.rssKeys), ...bound, argon2: CHEAP_ARGON2 },
     { name: 'cold', count: options.coldKeys, ...bound, argon2 },
@@ -105,6 +109,8 @@ async function main(): Promise<void> {
     }
 
     const keys = await seededStore(seedGroups(options, argon2), join(runDir, 'data'), options.fresh, log);
+    // The Redis gateway's own copy, taken before any gateway opens the store.
+    if (selected(options, 'events-rate-limited-redis')) cpSync(join(runDir, 'data'), join(runDir, 'data-redis'), { recursive: true });
 
     // The servers: upstream, the three references, the gateway.
     const originPort = await freePort();
@@ -139,6 +145,12 @@ async function main(): Promise<void> {
     targets.set('gateway', gateway.url);
     // The process whose CPU per request each target's rows show (nginx's work is in its worker: not shown).
     const pidOf = new Map<Target, number>([['gateway', gateway.process.pid]]);
+    const redisGateway = await startRedisGateway(options, originUrl, runDir, passed, extras);
+    if (redisGateway !== undefined) {
+      servers.push(redisGateway.process);
+      targets.set('gateway-redis', redisGateway.url);
+      pidOf.set('gateway-redis', redisGateway.process.pid);
+    }
     for (const target of ['origin', 'bare-proxy', 'node-floor'] as const) {
       const server = servers.find((candidate) => candidate.name === target);
       if (server !== undefined) pidOf.set(target, server.pid);
@@ -151,6 +163,7 @@ async function main(): Promise<void> {
       'mcp-key': keys['mcp']!,
       'admin-token': [adminToken],
       many,
+      'limited-key': keys['limited']!,
     };
     const scenarios = LOAD_SCENARIOS.filter((scenario) => selected(options, scenario.name) && targets.has(scenario.target));
 
@@ -296,6 +309,21 @@ async function main(): Promise<void> {
     out.write(`kept in the history: ${historyPath}\n`);
   }
   if (options.profile) out.write(`CPU profiles: ${profileDir}\n`);
+}
+
+/**
+ * A second gateway for `events-rate-limited-redis`, with REDIS_URL, on its own copy of the
+ * seeded store (`data-redis`: the embedded store is one process at a time): started now, so its row is
+ * measured in the rounds beside the others. Undefined when not selected or there is no Redis.
+ */
+async function startRedisGateway(options: BenchOptions, originUrl: string, runDir: string, env: Record<string, string>, extras: Extras): Promise<GatewayHandle | undefined> {
+  if (!selected(options, 'events-rate-limited-redis')) return undefined;
+  const redisUrl = await findRedis();
+  if (redisUrl === undefined) {
+    extras.skipped!['events-rate-limited-redis'] = 'no Redis: set BENCH_REDIS_URL';
+    return undefined;
+  }
+  return startGateway({ upstreamUrl: originUrl, dataDir: join(runDir, 'data-redis'), redisUrl, env });
 }
 
 /** A fresh gateway on `gateway`'s store: RSS idle, then with every key verified and cached. */

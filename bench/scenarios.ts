@@ -6,10 +6,10 @@
  */
 
 /** Which server a scenario loads. */
-export type Target = 'origin' | 'bare-proxy' | 'node-floor' | 'nginx' | 'gateway';
+export type Target = 'origin' | 'bare-proxy' | 'node-floor' | 'nginx' | 'gateway' | 'gateway-redis';
 
-/** Which credential it presents: `many` rotates through the 10,000 keys. */
-export type Credential = 'events-key' | 'mcp-key' | 'admin-token' | 'many';
+/** Which credential it presents: `many` rotates through the 10,000 keys; `limited-key` has a rate limit it never reaches. */
+export type Credential = 'events-key' | 'mcp-key' | 'admin-token' | 'many' | 'limited-key';
 
 export interface LoadScenario {
   name: string;
@@ -50,6 +50,8 @@ export const LOAD_SCENARIOS: readonly LoadScenario[] = [
   { name: 'nginx-proxy', target: 'nginx', ...events, credential: 'events-key', what: 'nginx, one worker, keep-alive upstream' },
   { name: 'events-cached', target: 'gateway', ...events, credential: 'events-key', what: 'gateway, one valid API key' },
   { name: 'events-many-keys', target: 'gateway', ...events, credential: 'many', what: 'gateway, 10,000 keys in rotation' },
+  { name: 'events-rate-limited', target: 'gateway', ...events, credential: 'limited-key', what: 'gateway, one key with a rate limit it never reaches' },
+  { name: 'events-rate-limited-redis', target: 'gateway-redis', ...events, credential: 'limited-key', what: 'the same, its limit shared through Redis' },
   { name: 'node-floor-mcp', target: 'node-floor', ...mcp, credential: 'mcp-key', what: 'node-floor on the MCP tools/call body' },
   { name: 'mcp-tools-call', target: 'gateway', ...mcp, credential: 'mcp-key', what: 'gateway, MCP tools/call inspected' },
   { name: 'admin-jwt', target: 'gateway', path: ADMIN_PATH, body: EVENT_BODY, headers: JSON_HEADERS, credential: 'admin-token', what: 'gateway, admin JWT on an admin route' },

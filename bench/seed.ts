@@ -24,6 +24,8 @@ export interface SeedGroup {
   scopes: string[];
   agentId: number | null;
   argon2: { memoryKiB: number; timeCost: number; parallelism: number };
+  /** The keys' own rate limit; none when absent. */
+  rateLimit?: { requests: number; perSeconds: number };
 }
 
 export interface SeedSpec {
@@ -52,7 +54,8 @@ async function seed(spec: SeedSpec): Promise<SeedResult> {
       let next = 0;
       const worker = async () => {
         for (let index = next++; index < group.count; index = next++) {
-          const { key } = await keys.createKey({ name: `bench ${group.name} ${index}`, agentId: group.agentId, scopes: group.scopes, expiresAt: null }, SEEDER);
+          const request = { name: `bench ${group.name} ${index}`, agentId: group.agentId, scopes: group.scopes, expiresAt: null, rateLimit: group.rateLimit ?? null };
+          const { key } = await keys.createKey(request, SEEDER);
           created[index] = key;
         }
       };

@@ -16,6 +16,7 @@ import { requestIdOf } from './http/request-id.ts';
 import { KeyService } from './keys/key-service.ts';
 import { DEFAULT_USAGE_FLUSH_INTERVAL_MS, EMBEDDED_USAGE_FLUSH_INTERVAL_MS, UsageRecorder } from './keys/usage-recorder.ts';
 import { MemoryFailureLimiter } from './limits/failure-limiter.ts';
+import { LocalRateLimiter, type RateLimiter } from './limits/rate-limiter.ts';
 import { createMcpHandler } from './mcp/mcp-handler.ts';
 import { RedisToolSchemas } from './mcp/redis-tool-schemas.ts';
 import { ToolParamHeaders } from './mcp/tool-param-headers.ts';
@@ -39,6 +40,7 @@ import type { BarrierResult } from './redis/revocation-bus.ts';
 import { EndedSessions } from './admin/ended-sessions.ts';
 import { PasswordChange } from './admin/password-change.ts';
 import { SessionService } from './admin/session-service.ts';
+import { refreshEndedSessions, resyncEndedSessions } from './admin/ended-sessions-refresh.ts';
 import { RedisProbeGate } from './redis/probe-gate.ts';
 import { RedisTier } from './redis/redis-tier.ts';
 import type { Store } from './store/store.ts';
@@ -90,10 +92,18 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
   metrics.setOpenConnections(() => servers.connections());
   metrics.setKeyCounter(() => deps.store.countKeysByStatus(now()));
 
+  // The rate limits' own clock never goes backwards, unless a test steps the gateway's.
+  const clockMs = deps.now === undefined ? () => performance.now() : () => now().getTime();
   const core = await buildCore(config, deps.store, app.log, metrics, now);
   const { redis, verifier, sessions, hasher, keys, usage, streams } = core;
+  const limiter = rateLimiterOf(redis, metrics, clockMs, app.log);
+  // Before Redis closes: the leases held are given back on its connection.
+  app.addHook('onClose', async () => limiter.close());
   if (redis !== undefined) app.addHook('onClose', () => redis.close());
-  if (deps.store.kind === 'postgres') refreshEndedSessions(app, deps.store, core.ended, config.env.KEY_CACHE_TTL, now);
+  if (deps.store.kind === 'postgres') {
+    const stop = refreshEndedSessions({ store: deps.store, ended: core.ended, everyMs: config.env.KEY_CACHE_TTL, now, log: app.log });
+    app.addHook('onClose', async () => stop());
+  }
   // The tools' mirrored parameters (Mcp-Param-*), learnt by the MCP handler from the lists it relays (shared by replicas
   // through Redis), checked by the pipeline.
   const toolHeaders = new ToolParamHeaders({
@@ -109,6 +119,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     authenticator: new Authenticator({ verifier, sessions, ended: core.ended, store: deps.store }),
     licence: config.licence,
     now,
+    limiter,
     usage,
     observe: ({ allowed, code, credential, route, seconds }) => metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
     mcp: { allowedOrigins: new Set(config.env.MCP_ALLOWED_ORIGINS), toolHeaders },
@@ -138,6 +149,13 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     },
     closeAllConnections: () => servers.closeAllConnections(),
   };
+}
+
+/** The rate limits' count: shared by the replicas through Redis when there is one, else this process's own. */
+function rateLimiterOf(redis: RedisTier | undefined, metrics: Metrics, now: () => number, log: FastifyBaseLogger): RateLimiter {
+  const observe = { refused: (limit: 'key' | 'tool') => metrics.rateLimited(limit), fallback: () => metrics.rateLimitFallback() };
+  if (redis === undefined) return new LocalRateLimiter({ now, observe });
+  return redis.rateLimiter({ now, observe, onError: (error) => log.debug({ err: error }, 'rate limit counted by this replica alone: Redis did not answer') });
 }
 
 function connectionLimits({ env }: Config) {
@@ -242,7 +260,14 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
   });
   const revocations = startRevocations(verifier, streams, ended, redis, metrics, () => resyncEndedSessions(store, ended, now, log));
   const observe = (barrier: BarrierResult) => metrics.revocationBarrier(barrier.durationMs / 1000, barrier.missed);
-  const keys = new KeyService({ store, hasher, licenceLimit: config.licence.apiKeys, listener: createKeyStateListener({ evict: revocations.evict, bus: revocations.bus, observe }), now });
+  const keys = new KeyService({
+    store,
+    hasher,
+    licenceLimit: config.licence.apiKeys,
+    defaultRateLimit: env.DEFAULT_KEY_RATE_LIMIT ?? null,
+    listener: createKeyStateListener({ evict: revocations.evict, bus: revocations.bus, observe }),
+    now,
+  });
   const adminSessions = new SessionService({ store, tokens: sessions, listener: createSessionEndListener({ ended, bus: revocations.bus, observe }), now });
   const login = new LoginService({
     store,
@@ -257,45 +282,6 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
   return { hasher, sessions, login, redis, usage, verifier, streams, keys, ended, adminSessions, passwords };
 }
 
-/**
- * Sessions ended by another process on the same PostgreSQL (`gatehouse admin reset-password`,
- * another replica) reach this one by reading the ended sessions again every `KEY_CACHE_TTL`, as
- * a key's state is re-read within it: without Redis this is how they arrive; with it, how an end
- * that was stored but never announced (Redis unreachable from the process that ended it, which
- * answered 503 or exited) or that this replica missed still arrives. Repeating such an end does
- * not announce it again: the session is already ended.
- */
-function refreshEndedSessions(app: FastifyInstance, store: Store, ended: EndedSessions, everyMs: number, now: () => Date): void {
-  let running = false;
-  const timer = setInterval(
-    () => {
-      if (running) return;
-      running = true;
-      void resyncEndedSessions(store, ended, now, app.log).finally(() => (running = false));
-    },
-    // A timer over 2^31 − 1 ms fires at once in Node: a very long KEY_CACHE_TTL reads them daily instead.
-    Math.min(everyMs, MAX_TIMER_MS),
-  );
-  timer.unref();
-  app.addHook('onClose', (_instance, done) => {
-    clearInterval(timer);
-    done();
-  });
-}
-
-/** Reads the ended sessions again; once read, the memory is in sync (until the next time an end may be missed). */
-async function resyncEndedSessions(store: Store, ended: EndedSessions, now: () => Date, log: FastifyBaseLogger): Promise<void> {
-  const generation = ended.generation;
-  try {
-    ended.load(await store.listEndedAdminSessions(now()));
-    ended.markSynced(generation);
-  } catch (error) {
-    log.warn({ err: error }, 'could not read the ended admin sessions; each admin request asks the store until they are');
-  }
-}
-
-/** A day: the longest a timer waits here. */
-const MAX_TIMER_MS = 24 * 60 * 60_000;
 
 /**
  * How a change reaches this replica (a key's cached state and streams dropped, a session

@@ -4,6 +4,7 @@ import { KeyService, type KeyStateListener } from '../keys/key-service.ts';
 import { toRecord, type ApiKeyRecord } from '../keys/record.ts';
 import { EXIT_OK, UsageError, requiredString, stringList, stringValue, type Command, type ParsedArgs } from './command.ts';
 import { withStore, type StoreContext } from './context.ts';
+import { UPDATE_OPTION_HELP, rateLimitFlagOf } from './key-flags.ts';
 import { printJson, printTable } from './output.ts';
 import { describeBarrier, withRevocations } from './revocations.ts';
 
@@ -21,6 +22,7 @@ export function keyServiceOf(context: StoreContext, listener: KeyStateListener =
     store: context.store,
     hasher: context.hasher,
     licenceLimit: context.config.licence.apiKeys,
+    defaultRateLimit: context.config.env.DEFAULT_KEY_RATE_LIMIT ?? null,
     listener,
     now: context.now,
   });
@@ -29,10 +31,11 @@ export function keyServiceOf(context: StoreContext, listener: KeyStateListener =
 export const keysCreate: Command = {
   name: 'keys create',
   summary: 'Create an API key directly in the configured store.',
-  synopsis: '--name <name> [--agent-id <id>] [--scope <scope>]... [--expires-at <date-time>] [--json]',
+  synopsis: '--name <name> [--agent-id <id>] [--scope <scope>]... [--expires-at <date-time>] [--rate-limit N/DURATION | --no-rate-limit] [--json]',
   description: [
     'The same rules as POST /api/v1/api-keys: the create body\'s validation, the licence cap',
-    '(LICENSE_API_KEYS) and an audit event (actor_kind "cli"). Omitted scopes mean events:write.',
+    '(LICENSE_API_KEYS) and an audit event (actor_kind "cli"). Omitted scopes mean events:write;',
+    'without --rate-limit or --no-rate-limit the key gets DEFAULT_KEY_RATE_LIMIT, if set.',
     'Prints the raw key alone on stdout (KEY=$(gatehouse keys create --name x)) and the record',
     'on stderr; with --json, the record and the key as one object. The key is shown only once.',
   ],
@@ -41,6 +44,8 @@ export const keysCreate: Command = {
     'agent-id': { type: 'string' },
     scope: { type: 'string', multiple: true },
     'expires-at': { type: 'string' },
+    'rate-limit': { type: 'string' },
+    'no-rate-limit': { type: 'boolean' },
     ...JSON_OPTION,
   },
   optionHelp: {
@@ -48,6 +53,8 @@ export const keysCreate: Command = {
     'agent-id': 'bind the key to this agent (a positive integer); default: any agent',
     scope: 'a scope to grant, e.g. events:write, mcp:agents',
     'expires-at': 'ISO 8601 date-time with a time zone, e.g. 2027-01-01T00:00:00Z',
+    'rate-limit': UPDATE_OPTION_HELP['rate-limit'],
+    'no-rate-limit': 'no rate limit of its own, whatever DEFAULT_KEY_RATE_LIMIT says',
     ...JSON_HELP,
   },
   async run(io, args) {
@@ -59,6 +66,8 @@ export const keysCreate: Command = {
     if (scopes !== undefined) body.scopes = scopes;
     const expiresAt = stringValue(args, 'expires-at');
     if (expiresAt !== undefined) body.expires_at = expiresAt;
+    const rateLimit = rateLimitFlagOf(args);
+    if (rateLimit !== undefined) body.rate_limit = rateLimit;
     // Validated before the store opens: a refusal costs nothing and touches nothing.
     const config = loadConfig(io.env);
     const input = parseCreateKeyRequest(createKeyBodySchema(config.knownScopes), body, new Date());

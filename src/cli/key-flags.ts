@@ -1,3 +1,4 @@
+import { readRateLimit, readWholeSeconds } from '../config/rate-limit.ts';
 import { UsageError, stringList, stringValue, type ParsedArgs } from './command.ts';
 
 /**
@@ -61,9 +62,8 @@ export function updateBodyOf(args: ParsedArgs): Record<string, unknown> {
   const expiresAt = stringValue(args, 'expires-at');
   if (expiresAt !== undefined) body.expires_at = expiresAt;
   if (given('no-expiry')) body.expires_at = null;
-  const rateLimit = stringValue(args, 'rate-limit');
-  if (rateLimit !== undefined) body.rate_limit = parseRateLimit(rateLimit);
-  if (given('no-rate-limit')) body.rate_limit = null;
+  const rateLimit = rateLimitFlagOf(args);
+  if (rateLimit !== undefined) body.rate_limit = rateLimit;
   if (given('disable')) body.enabled = false;
   if (given('enable')) body.enabled = true;
   if (Object.keys(body).length === 0) {
@@ -72,41 +72,24 @@ export function updateBodyOf(args: ParsedArgs): Record<string, unknown> {
   return body;
 }
 
-/** `100/1m` → `{ requests: 100, per_seconds: 60 }`; `100/m` reads as `100/1m`. */
+/** `--rate-limit N/DURATION` or `--no-rate-limit` (null), as the body's `rate_limit`; undefined when neither is given. */
+export function rateLimitFlagOf(args: ParsedArgs): { requests: number; per_seconds: number } | null | undefined {
+  const text = stringValue(args, 'rate-limit');
+  if (text !== undefined && args.values['no-rate-limit'] === true) throw new UsageError('--rate-limit and --no-rate-limit cannot be used together');
+  if (text !== undefined) return parseRateLimit(text);
+  return args.values['no-rate-limit'] === true ? null : undefined;
+}
+
+/** `100/1m` → `{ requests: 100, per_seconds: 60 }`; `100/m` reads as `100/1m` (src/config/rate-limit.ts's grammar). */
 export function parseRateLimit(text: string): { requests: number; per_seconds: number } {
-  const match = /^([0-9]+)\/(.+)$/.exec(text);
-  if (match === null) {
-    throw new UsageError(`--rate-limit: '${text}' is not N/DURATION: a number of requests, '/' and a duration, e.g. 100/1m, 5/1s or 10000/1d`);
-  }
-  const per = durationSeconds('--rate-limit', /^(ms|s|m|h|d)$/.test(match[2]!) ? `1${match[2]}` : match[2]!);
-  return { requests: bounded(Number(match[1])), per_seconds: per };
+  const read = readRateLimit(text);
+  if (!read.ok) throw new UsageError(`--rate-limit: ${read.problem}`);
+  return { requests: read.value.requests, per_seconds: read.value.perSeconds };
 }
 
 /** `--grace 0`, `90s`, `15m`, `24h`, `7d` or plain seconds, as the rotate body's `grace_seconds`. */
 export function parseGrace(text: string): number {
-  return durationSeconds('--grace', text);
-}
-
-const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
-
-/**
- * A duration (src/config/duration.ts's grammar: a whole number, then `ms`, `s`, `m`, `h` or `d`;
- * seconds without one) in whole seconds; 0 is read (the API's rules decide whether it is allowed).
- */
-function durationSeconds(flag: string, text: string): number {
-  const match = /^([0-9]+)(ms|s|m|h|d)?$/.exec(text);
-  if (match === null) throw new UsageError(`${flag}: '${text}' is not a duration: a whole number and a unit, s, m, h or d, e.g. 30s, 15m, 24h, 7d`);
-  const value = Number(match[1]);
-  const unit = match[2] ?? 's';
-  if (unit === 'ms') {
-    // The API counts whole seconds; rounding 1500ms would change what was asked.
-    if (value % 1000 !== 0) throw new UsageError(`${flag}: '${text}' is not a whole number of seconds`);
-    return bounded(value / 1000);
-  }
-  return bounded(value * UNIT_SECONDS[unit]!);
-}
-
-/** Past any range the API allows, a number too large to be exact is still too large (the schema says so), not a different number. */
-function bounded(value: number): number {
-  return Number.isSafeInteger(value) ? value : Number.MAX_SAFE_INTEGER;
+  const read = readWholeSeconds(text);
+  if (!read.ok) throw new UsageError(`--grace: ${read.problem}`);
+  return read.value;
 }

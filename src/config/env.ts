@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseDurationMs, parseDurationSeconds } from './duration.ts';
+import { readRateLimit, withinBounds } from './rate-limit.ts';
 
 /** Licensed features a deployment may enable (docs/api-keys.md, "Decisions where the spec is silent": licensed-feature scopes). */
 export const LICENSED_FEATURES = ['events', 'recall', 'custom_tools', 'orchestrate'] as const;
@@ -88,6 +89,16 @@ function originOf(entry: string): string | undefined {
   const bare = url.pathname === '/' && url.search === '' && url.hash === '' && url.username === '' && url.password === '' && !/^[^:]+:\/\/[^/]*\/./.test(entry);
   return bare && url.origin !== 'null' ? url.origin : undefined;
 }
+/** `N/DURATION` (`600/1m`), within the API's bounds. */
+const rateLimit = z.string().transform((text, ctx) => {
+  const read = readRateLimit(text);
+  const bounded = read.ok ? withinBounds(read.value) : read;
+  if (!bounded.ok) {
+    ctx.addIssue({ code: 'custom', message: bounded.problem });
+    return z.NEVER;
+  }
+  return bounded.value;
+});
 const optional = <T extends z.ZodType>(schema: T) => schema.optional();
 
 /** Every environment variable Gatehouse reads, with its default; see docs/configuration.md. An empty value counts as unset. */
@@ -113,6 +124,8 @@ export const envSchema = z.object({
   /** Browser origins allowed on the MCP paths; a request with any other `Origin` is 403 (DNS rebinding). */
   MCP_ALLOWED_ORIGINS: originList.prefault(''),
   FORWARD_AUTHORIZATION: bool.default(false),
+  /** The rate limit a new key gets when its create body names none (docs/api-keys.md, "Rate limits"). */
+  DEFAULT_KEY_RATE_LIMIT: optional(rateLimit),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default(DEFAULTS.LOG_LEVEL),
   BODY_LIMIT: positiveInt.default(DEFAULTS.BODY_LIMIT),
   KEY_CACHE_SIZE: positiveInt.default(DEFAULTS.KEY_CACHE_SIZE),

@@ -1,4 +1,5 @@
 import type { LicensedFeature } from './env.ts';
+import type { RateRule } from './rate-limit.ts';
 import { fieldOf, type Checked, type Problem } from './table-file.ts';
 import { MCP_PREFIX, SCOPE, type McpFile } from './table-schemas.ts';
 
@@ -32,6 +33,8 @@ export interface McpTable {
   readonly methodPrefixes: readonly { readonly prefix: string; readonly rule: MethodRule }[];
   /** Messages without `method` (responses to server requests). */
   readonly responses: MethodRule;
+  /** Tool → its rate limit, counted per key and tool (`limits:`). */
+  readonly limits: ReadonlyMap<string, RateRule>;
 }
 
 /**
@@ -57,6 +60,7 @@ export function buildMcpTable(file: McpFile): Checked<McpTable> {
 
   const responses = methodRule(file.responses, scopes, aliases);
   if ('problem' in responses) problems.push({ field: 'responses', message: responses.problem });
+  const limits = compileLimits(file.limits, tools, problems);
 
   if (problems.length > 0 || 'problem' in responses) return { ok: false, problems };
   return {
@@ -68,8 +72,22 @@ export function buildMcpTable(file: McpFile): Checked<McpTable> {
       methods,
       methodPrefixes: Object.freeze(methodPrefixes.map((entry) => Object.freeze(entry))),
       responses: responses.rule,
+      limits,
     }),
   };
+}
+
+/** Each tool's rate limit; a limit for a tool the table does not list is a mistake, not a no-op. */
+function compileLimits(entries: McpFile['limits'], tools: ReadonlyMap<string, McpTool>, problems: Problem[]): Map<string, RateRule> {
+  const limits = new Map<string, RateRule>();
+  for (const [tool, limit] of Object.entries(entries)) {
+    if (!tools.has(tool)) {
+      problems.push({ field: fieldOf(['limits', tool]), message: `"${tool}" is not a tool of this table (list it under a scope first)` });
+      continue;
+    }
+    limits.set(tool, Object.freeze({ requests: limit.requests, perSeconds: limit.per_seconds }));
+  }
+  return limits;
 }
 
 /** Each MCP scope with its tools; a tool belongs to one scope only. */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LICENSED_FEATURES } from './env.ts';
+import { RATE_LIMIT_BOUNDS } from './rate-limit.ts';
 
 /**
  * The shapes of `routes.yaml` and `mcp-tools.yaml` as written: what a file must look like
@@ -12,6 +13,12 @@ const ROUTE_NAME = /^[a-z][a-z0-9_]*$/;
 const METHOD = /^[A-Z]+$/;
 /** MCP tool names (MCP spec: 1–128 of A-Z a-z 0-9 _ - .). */
 const TOOL = /^[A-Za-z0-9_.-]{1,128}$/;
+
+/** A rate limit as the API spells it: `{requests, per_seconds}`, in the API's bounds. */
+const rateLimitSchema = z.strictObject({
+  requests: z.number().int('must be an integer').min(RATE_LIMIT_BOUNDS.requests.min).max(RATE_LIMIT_BOUNDS.requests.max),
+  per_seconds: z.number().int('must be an integer').min(RATE_LIMIT_BOUNDS.perSeconds.min).max(RATE_LIMIT_BOUNDS.perSeconds.max),
+});
 
 const methodList = z.union([z.literal('*'), z.array(z.string().regex(METHOD, 'must be an upper-case HTTP method')).min(1)], {
   error: 'must be "*" or a non-empty list of upper-case HTTP methods',
@@ -43,6 +50,8 @@ export const mcpFileSchema = z.strictObject({
   aliases: z.record(z.string(), z.array(z.string()).min(1, 'must name at least one scope')).default({}),
   methods: z.record(z.string(), z.string()).default({}),
   responses: z.string().default('deny'),
+  /** Tool → its rate limit, counted per key (docs/mcp.md, "Rate limits per tool"). */
+  limits: z.record(z.string(), rateLimitSchema).default({}),
 });
 
 export type RoutesFile = z.output<typeof routesFileSchema>;

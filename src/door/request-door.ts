@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { sendError } from '../http/error-handler.ts';
 import { isLingering } from '../http/lingering-close.ts';
+import { setRateLimitHeaders } from '../http/rate-limit-headers.ts';
 import { requestIdOf } from '../http/request-id.ts';
 import type { McpHandler } from '../mcp/mcp-handler.ts';
 import { errorOf } from '../policy/denial.ts';
@@ -125,11 +126,17 @@ export class RequestDoor {
   }
 
   #forward(request: IncomingMessage, response: ServerResponse, requestId: string, verdict: Verdict, head: Buffer | undefined, authorizedSince?: number): void {
+    // Every answer to a limited key carries its limits: a refusal here, a failure to forward (502, 504), the upstream's answer (the forwarder).
     if (!verdict.allow) {
+      setRateLimitHeaders(response, verdict.quotas);
       this.#answer(response, requestId, errorOf(verdict));
       return;
     }
-    const fail = (error: Error) => this.#answer(response, requestId, error);
+    const quotas = verdict.quotas;
+    const fail = (error: Error) => {
+      setRateLimitHeaders(response, quotas);
+      this.#answer(response, requestId, error);
+    };
     try {
       this.#deps.forwarder.forward(request, response, requestId, verdict, fail, head, authorizedSince);
     } catch (error) {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { RATE_LIMIT_BOUNDS } from '../config/rate-limit.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
-import type { ApiKeyPatch } from '../store/store.ts';
+import type { ApiKeyPatch, RateLimit } from '../store/store.ts';
 
 export const DEFAULT_SCOPES = ['events:write'] as const;
 export const NAME_MAX_LENGTH = 200;
@@ -10,12 +11,14 @@ export interface CreateKeyRequest {
   agentId: number | null;
   scopes: string[];
   expiresAt: Date | null;
+  /** undefined: none named, the deployment's default applies (`DEFAULT_KEY_RATE_LIMIT`); null: none. */
+  rateLimit?: RateLimit | null;
 }
 
 /** A key's rate limit as the API spells it (docs/api-keys.md). */
 export const rateLimitSchema = z.strictObject({
-  requests: z.number().int('must be an integer').min(1).max(1_000_000),
-  per_seconds: z.number().int('must be an integer').min(1).max(86_400),
+  requests: z.number().int('must be an integer').min(RATE_LIMIT_BOUNDS.requests.min).max(RATE_LIMIT_BOUNDS.requests.max),
+  per_seconds: z.number().int('must be an integer').min(RATE_LIMIT_BOUNDS.perSeconds.min).max(RATE_LIMIT_BOUNDS.perSeconds.max),
 });
 
 /** The fields of the create body, each validated the same way on update. */
@@ -40,6 +43,10 @@ function keyFields(knownScopes: ReadonlySet<string>) {
       .max(64)
       .optional(),
     expires_at: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time with a time zone' }).nullable().optional(),
+    rate_limit: rateLimitSchema
+      .nullable()
+      .optional()
+      .meta({ description: 'At most `requests` over any interval of `per_seconds`; null: none. On create, omitted: DEFAULT_KEY_RATE_LIMIT' }),
   };
 }
 
@@ -53,9 +60,9 @@ export function createKeyBodySchema(knownScopes: ReadonlySet<string>) {
  * `enabled` and `rate_limit`; `null` clears `agent_id`, `expires_at` and `rate_limit`.
  */
 export function updateKeyBodySchema(knownScopes: ReadonlySet<string>) {
-  const { name, agent_id, scopes, expires_at } = keyFields(knownScopes);
+  const { name, agent_id, scopes, expires_at, rate_limit } = keyFields(knownScopes);
   return z
-    .strictObject({ name: name.optional(), agent_id, scopes, expires_at, enabled: z.boolean().optional(), rate_limit: rateLimitSchema.nullable().optional() })
+    .strictObject({ name: name.optional(), agent_id, scopes, expires_at, enabled: z.boolean().optional(), rate_limit })
     .refine((body) => Object.keys(body).length > 0, { error: 'must change at least one field' });
 }
 
@@ -69,8 +76,12 @@ export function parseUpdateKeyRequest(schema: ReturnType<typeof updateKeyBodySch
     ...(data.agent_id === undefined ? {} : { agentId: data.agent_id }),
     ...(expiresAt === undefined ? {} : { expiresAt }),
     ...(data.enabled === undefined ? {} : { enabled: data.enabled }),
-    ...(data.rate_limit === undefined ? {} : { rateLimit: data.rate_limit === null ? null : { requests: data.rate_limit.requests, perSeconds: data.rate_limit.per_seconds } }),
+    ...(data.rate_limit === undefined ? {} : { rateLimit: rateLimitOf(data.rate_limit) }),
   };
+}
+
+function rateLimitOf(limit: { requests: number; per_seconds: number } | null): RateLimit | null {
+  return limit === null ? null : { requests: limit.requests, perSeconds: limit.per_seconds };
 }
 
 /** Validates a create body; every problem becomes one entry of a 400 `validation_failed`. */
@@ -79,13 +90,14 @@ export function parseCreateKeyRequest(
   body: unknown,
   now: Date,
 ): CreateKeyRequest {
-  const { name, agent_id, scopes, expires_at } = validated(schema, body);
+  const { name, agent_id, scopes, expires_at, rate_limit } = validated(schema, body);
   const expiresAt = expires_at ? futureDate(expires_at, now) : null;
   return {
     name,
     agentId: agent_id ?? null,
     scopes: scopes ? [...new Set(scopes)] : [...DEFAULT_SCOPES],
     expiresAt,
+    ...(rate_limit === undefined ? {} : { rateLimit: rateLimitOf(rate_limit) }),
   };
 }
 

@@ -3,7 +3,7 @@ import type { Argon2Hasher } from '../crypto/argon2.ts';
 import { generateKey, keyPrefixOf } from '../credentials/key-format.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { changedFields } from '../store/key-lifecycle.ts';
-import type { ApiKeyPatch, ApiKeyRow, AuditOf, NewAuditEvent, Store } from '../store/store.ts';
+import type { ApiKeyPatch, ApiKeyRow, AuditOf, NewAuditEvent, RateLimit, Store } from '../store/store.ts';
 import type { CreateKeyRequest } from './create-request.ts';
 
 /** Told of every change to a key's state, so caches on every replica drop it before the change is acknowledged. */
@@ -51,6 +51,7 @@ export class KeyService {
   readonly #licenceLimit: number | null;
   readonly #listener: KeyStateListener;
   readonly #now: () => Date;
+  readonly #defaultRateLimit: RateLimit | null;
 
   constructor(deps: {
     store: Store;
@@ -58,7 +59,10 @@ export class KeyService {
     licenceLimit: number | null;
     listener: KeyStateListener;
     now: () => Date;
+    /** What a new key gets when its request names no rate limit (`DEFAULT_KEY_RATE_LIMIT`). Default none. */
+    defaultRateLimit?: RateLimit | null;
   }) {
+    this.#defaultRateLimit = deps.defaultRateLimit ?? null;
     this.#store = deps.store;
     this.#hasher = deps.hasher;
     this.#licenceLimit = deps.licenceLimit;
@@ -72,8 +76,9 @@ export class KeyService {
     for (let attempt = 0; attempt < PREFIX_ATTEMPTS; attempt++) {
       const key = generateKey();
       const now = this.#now();
+      const rateLimit = request.rateLimit === undefined ? this.#defaultRateLimit : request.rateLimit;
       const result = await this.#store.createApiKey(
-        { ...request, keyPrefix: keyPrefixOf(key), keyHash: await this.#hasher.hash(key) },
+        { ...request, rateLimit, keyPrefix: keyPrefixOf(key), keyHash: await this.#hasher.hash(key) },
         this.#licenceLimit,
         now,
         eventOf('key_created', actor, now),

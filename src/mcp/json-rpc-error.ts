@@ -19,12 +19,14 @@ export interface McpRefusal {
   readonly allowedMethods?: readonly string[] | undefined;
   /** `unsupported_protocol_version`: the revision asked for. */
   readonly requested?: string | undefined;
+  /** Seconds, for `Retry-After` (`rate_limited`). */
+  readonly retryAfter?: number | undefined;
 }
 
 export interface JsonRpcErrorObject {
   code: number;
   message: string;
-  data: { code: ErrorCode; status: number; detail: string; scope?: string; supported?: readonly string[]; requested?: string };
+  data: { code: ErrorCode; status: number; detail: string; scope?: string; supported?: readonly string[]; requested?: string; retry_after?: number };
 }
 
 export interface JsonRpcErrorResponse {
@@ -89,6 +91,7 @@ export function mcpRefusalResponse(refusal: McpRefusal, messages?: readonly unkn
   const error = new GatewayError(refusal.code, refusal.detail, {
     ...(refusal.scope === undefined ? {} : { scope: refusal.scope }),
     ...(refusal.allowedMethods === undefined ? {} : { allow: refusal.allowedMethods }),
+    ...(refusal.retryAfter === undefined ? {} : { retryAfter: refusal.retryAfter }),
   });
   const problem = problemFor(error);
   // A body of notifications only, refused: the revisions ask for an HTTP error status, as there is no request to answer.
@@ -98,7 +101,14 @@ export function mcpRefusalResponse(refusal: McpRefusal, messages?: readonly unkn
   const errorObject = (detail: string): JsonRpcErrorObject => ({
     code: rpcCodeOf(refusal.code, problem.status),
     message: detail,
-    data: { code: refusal.code, status, detail, ...(refusal.scope === undefined ? {} : { scope: refusal.scope }), ...versionData(refusal) },
+    data: {
+      code: refusal.code,
+      status,
+      detail,
+      ...(refusal.scope === undefined ? {} : { scope: refusal.scope }),
+      ...(problem.headers['retry-after'] === undefined ? {} : { retry_after: Number(problem.headers['retry-after']) }),
+      ...versionData(refusal),
+    },
   });
   const index = refusal.messageIndex;
   if (!batch || messages === undefined) {
@@ -143,7 +153,7 @@ function versionData(refusal: McpRefusal): Pick<JsonRpcErrorObject['data'], 'sup
 
 /** A refusal of a whole request (no message to answer): `id` null. */
 export function mcpRequestRefusal(error: GatewayError): McpRefusalResponse {
-  return mcpRefusalResponse({ code: error.code, detail: error.message, scope: error.scope, allowedMethods: error.allow });
+  return mcpRefusalResponse({ code: error.code, detail: error.message, scope: error.scope, allowedMethods: error.allow, retryAfter: error.retryAfter });
 }
 
 function response(id: string | number | null, error: JsonRpcErrorObject): JsonRpcErrorResponse {

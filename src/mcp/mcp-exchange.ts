@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { McpTransport } from '../config/tables.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { toGatewayError } from '../http/error-handler.ts';
+import { GATEWAY_RATE_LIMIT_FIELDS } from '../http/rate-limit-headers.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';
 import type { Authorized, ObservedDecision, RequestPipeline } from '../pipeline/request-pipeline.ts';
@@ -81,7 +82,7 @@ export class ExchangeReplies {
    */
   fail(exchange: Exchange, error: unknown): void {
     if (error instanceof GatewayError) {
-      this.refuse(exchange, { code: error.code, detail: error.message, scope: error.scope, allowedMethods: error.allow });
+      this.refuse(exchange, { code: error.code, detail: error.message, scope: error.scope, allowedMethods: error.allow, retryAfter: error.retryAfter });
       return;
     }
     this.observe(exchange, false, toGatewayError(error as Error).code);
@@ -97,7 +98,8 @@ export class ExchangeReplies {
     }
     const gatewayError = toGatewayError(error as Error);
     if (gatewayError.status >= 500) this.#log.error({ reqId: exchange.requestId, err: error }, 'MCP request failed');
-    for (const name of response.getHeaderNames()) response.removeHeader(name);
+    // Whatever the upstream's answer had set goes; the key's rate limits stay, as on every answer.
+    for (const name of response.getHeaderNames()) if (!GATEWAY_RATE_LIMIT_FIELDS.has(name)) response.removeHeader(name);
     const answer = mcpRequestRefusal(gatewayError);
     if (gatewayError.status < 500) this.#log.info({ reqId: exchange.requestId, code: gatewayError.code, status: answer.status }, 'request refused');
     this.#send(exchange, answer);

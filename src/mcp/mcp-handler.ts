@@ -4,6 +4,7 @@ import { DEFAULTS } from '../config/env.ts';
 import type { McpTransport, Tables } from '../config/tables.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { sendError } from '../http/error-handler.ts';
+import { setRateLimitHeaders } from '../http/rate-limit-headers.ts';
 import type { Licence } from '../policy/decide.ts';
 import { deny, errorOf, type Deny } from '../policy/denial.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
@@ -135,6 +136,7 @@ function serve({ pipeline, log, replies, read }: McpDoor, arrival: Arrival, path
   };
   const admit = (verdict: Verdict) => {
     if (!verdict.allow) {
+      setRateLimitHeaders(response, verdict.quotas);
       refuseCredential(errorOf(verdict));
       return;
     }

@@ -1,6 +1,7 @@
 import type { McpTransport } from '../config/tables.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
-import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
+import { setRateLimitHeaders } from '../http/rate-limit-headers.ts';
+import type { RequestPipeline, Settled } from '../pipeline/request-pipeline.ts';
 import { assertJsonBodyHeaders, parseJsonRpcBody } from './json-rpc-body.ts';
 import { hasBody, type Exchange, type ExchangeReplies, type ExchangeStep } from './mcp-exchange.ts';
 import type { ToolParamHeaders } from './tool-param-headers.ts';
@@ -53,9 +54,7 @@ export class RequestReading {
         return;
       }
       // The headers' own rules (the protocol version): a GET or DELETE carries no message.
-      const decision = pipeline.decideExchange(exchange.authorized, request);
-      if (decision.allow) next(exchange);
-      else replies.refuse(exchange, decision);
+      this.#settle(exchange, pipeline.decideExchange(exchange.authorized, request), next);
       return;
     }
     assertJsonBodyHeaders(request);
@@ -92,9 +91,19 @@ export class RequestReading {
 
   #decide(exchange: Exchange, next: ExchangeStep): void {
     const { messages, batch } = exchange.body!;
-    const decision = this.#options.pipeline.decideExchange(exchange.authorized, exchange.request, messages, batch);
-    if (decision.allow) next(exchange);
-    else this.#options.replies.refuse(exchange, decision);
+    this.#settle(exchange, this.#options.pipeline.decideExchange(exchange.authorized, exchange.request, messages, batch), next);
+  }
+
+  /** The exchange's decision (a promise when a shared rate limit had to be asked): on to `next`, or refused. The answer carries the limits it was counted against. */
+  #settle(exchange: Exchange, settled: Settled | Promise<Settled>, next: ExchangeStep): void {
+    const { replies } = this.#options;
+    const go = (decision: Settled) => {
+      setRateLimitHeaders(exchange.response, decision.quotas);
+      if (decision.allow) next(exchange);
+      else replies.refuse(exchange, decision);
+    };
+    if (settled instanceof Promise) settled.then((decision) => replies.guarded(exchange, () => go(decision)), (error: unknown) => replies.fail(exchange, error));
+    else go(settled);
   }
 
   /**

@@ -1,3 +1,4 @@
+import { GATEWAY_RATE_LIMIT_FIELDS, hasGatewayRateLimit } from '../http/rate-limit-headers.ts';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { isEndToEndResponseHeader } from '../proxy/upstream-headers.ts';
@@ -36,8 +37,10 @@ export function hasNoBody(statusCode: number, headers: IncomingHttpHeaders): boo
 /** The upstream's status and end-to-end headers on the client's response, with the request id. */
 export function writeAnswerHead(response: ServerResponse, statusCode: number, headers: IncomingHttpHeaders, requestId: string): void {
   response.statusCode = statusCode;
+  // A limited key's answer tells the gateway's limits; the upstream's fields of those names would contradict them.
+  const owned = hasGatewayRateLimit(response) ? GATEWAY_RATE_LIMIT_FIELDS : undefined;
   for (const name in headers) {
-    if (isEndToEndResponseHeader(name, headers.connection)) response.setHeader(name, headers[name]!);
+    if (isEndToEndResponseHeader(name, headers.connection) && owned?.has(name) !== true) response.setHeader(name, headers[name]!);
   }
   response.setHeader('x-request-id', requestId);
 }

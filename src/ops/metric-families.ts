@@ -32,6 +32,8 @@ export interface Families {
   argon2: Counter<'result'>;
   argon2Logins: Counter;
   throttled: Counter<'kind'>;
+  rateLimited: Counter<'limit'>;
+  rateLimitFallback: Counter;
   barrierDuration: Histogram;
   barrierMissed: Counter;
   apiKeys: Gauge<'status'>;
@@ -47,6 +49,7 @@ export function createFamilies(registry: Registry, readers: ScrapeReaders): Fami
   return {
     ...requestPathFamilies(registers),
     ...keyCheckFamilies(registers),
+    ...rateLimitFamilies(registers),
     ...barrierFamilies(registers),
     ...adminFamilies(registers, readers),
     ...healthFamilies(registers, readers),
@@ -104,6 +107,24 @@ function keyCheckFamilies(registers: Registry[]): Pick<Families, 'cacheLookups' 
       registers,
     }),
   };
+}
+
+/** The rate limits (docs/api-keys.md, "Rate limits"): both limits shown from the start, at 0. */
+function rateLimitFamilies(registers: Registry[]): Pick<Families, 'rateLimited' | 'rateLimitFallback'> {
+  const rateLimited = new Counter({
+    name: 'gatehouse_rate_limited_total',
+    help: 'Requests refused 429 rate_limited, by the limit that refused them (key: the key\'s own; tool: a tool\'s, per key).',
+    labelNames: ['limit'],
+    registers,
+  });
+  rateLimited.labels('key');
+  rateLimited.labels('tool');
+  const rateLimitFallback = new Counter({
+    name: 'gatehouse_rate_limit_fallback_total',
+    help: 'Requests counted against a rate limit by this replica alone because Redis could not be reached.',
+    registers,
+  });
+  return { rateLimited, rateLimitFallback };
 }
 
 function barrierFamilies(registers: Registry[]): Pick<Families, 'barrierDuration' | 'barrierMissed'> {

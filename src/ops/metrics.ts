@@ -19,6 +19,8 @@ import { createFamilies } from './metric-families.ts';
  * | gatehouse_argon2_verifications_total              | counter   | result                                  |
  * | gatehouse_argon2_login_verifications_total        | counter   | (none); admin passwords and the decoy   |
  * | gatehouse_throttled_total                         | counter   | kind                                    |
+ * | gatehouse_rate_limited_total                      | counter   | limit (key, tool)                       |
+ * | gatehouse_rate_limit_fallback_total               | counter   | (none)                                  |
  * | gatehouse_revocation_barrier_duration_seconds     | histogram | (none)                                  |
  * | gatehouse_revocation_barrier_missed_replicas_total| counter   | (none)                                  |
  * | gatehouse_api_keys                                | gauge     | status                                  |
@@ -50,6 +52,7 @@ export type Argon2Result = 'match' | 'mismatch';
 export type ThrottleKind = 'login' | 'key_prefix' | 'login_queue';
 export type LoginResult = 'success' | 'failure' | 'throttled';
 export type Dependency = 'store' | 'redis';
+export type RateLimitKind = 'key' | 'tool';
 /** An HTTP status from the upstream, or how the exchange failed without one. */
 export type UpstreamStatus = number | 'error' | 'timeout';
 
@@ -78,6 +81,7 @@ const ARGON2_RESULTS: ReadonlySet<string> = new Set<Argon2Result>(['match', 'mis
 const THROTTLE_KINDS: ReadonlySet<string> = new Set<ThrottleKind>(['login', 'key_prefix', 'login_queue']);
 const LOGIN_RESULTS: ReadonlySet<string> = new Set<LoginResult>(['success', 'failure', 'throttled']);
 const DEPENDENCIES: ReadonlySet<string> = new Set<Dependency>(['store', 'redis']);
+const RATE_LIMITS: ReadonlySet<string> = new Set<RateLimitKind>(['key', 'tool']);
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const UPSTREAM_STATUSES = new LabelIndex([...STATUS_CLASSES, 'error', 'timeout'], OTHER);
 const UNCONVENTIONAL_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
@@ -105,6 +109,8 @@ export class Metrics {
   readonly #argon2: Counter<'result'>;
   readonly #argon2Logins: Counter;
   readonly #throttled: Counter<'kind'>;
+  readonly #rateLimited: Counter<'limit'>;
+  readonly #rateLimitFallback: Counter;
   readonly #barrierDuration: Histogram;
   readonly #barrierMissed: Counter;
   readonly #apiKeys: Gauge<'status'>;
@@ -119,6 +125,7 @@ export class Metrics {
   readonly #cacheChildren = new Map<string, Inc>();
   readonly #argon2Children = new Map<string, Inc>();
   readonly #throttledChildren = new Map<string, Inc>();
+  readonly #rateLimitedChildren = new Map<string, Inc>();
   readonly #loginChildren = new Map<string, Inc>();
 
   constructor(options: MetricsOptions = {}) {
@@ -143,6 +150,8 @@ export class Metrics {
     this.#argon2 = families.argon2;
     this.#argon2Logins = families.argon2Logins;
     this.#throttled = families.throttled;
+    this.#rateLimited = families.rateLimited;
+    this.#rateLimitFallback = families.rateLimitFallback;
     this.#barrierDuration = families.barrierDuration;
     this.#barrierMissed = families.barrierMissed;
     this.#apiKeys = families.apiKeys;
@@ -202,6 +211,16 @@ export class Metrics {
 
   throttled(kind: ThrottleKind, count = 1): void {
     countOne(this.#throttled, this.#throttledChildren, THROTTLE_KINDS.has(kind) ? kind : OTHER, count);
+  }
+
+  /** A request refused 429 by a rate limit: the key's own, or a tool's. */
+  rateLimited(limit: RateLimitKind): void {
+    countOne(this.#rateLimited, this.#rateLimitedChildren, RATE_LIMITS.has(limit) ? limit : OTHER);
+  }
+
+  /** A request counted by this replica alone, Redis being out of reach. */
+  rateLimitFallback(): void {
+    this.#rateLimitFallback.inc();
   }
 
   /**

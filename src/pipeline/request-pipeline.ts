@@ -3,11 +3,13 @@ import type { Tables } from '../config/tables.ts';
 import { extractBearer, type BearerCredential } from '../credentials/bearer.ts';
 import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
 import { UNKNOWN_CLAIMANT } from '../limits/probe-gate.ts';
-import { decide, type Licence } from '../policy/decide.ts';
+import type { RateLimiter } from '../limits/rate-limiter.ts';
+import { decide, type DecisionInput, type Licence } from '../policy/decide.ts';
 import { deny, type Allow, type Deny } from '../policy/denial.ts';
 import type { McpHeaders, ToolHeaderLookup } from '../policy/mcp-headers.ts';
 import type { McpRequestFacts } from '../policy/mcp-request.ts';
 import type { AdminPrincipal, Principal } from '../policy/principal.ts';
+import { keyChargeOf, type Counted, type Quota } from '../policy/rate-limits.ts';
 import type { CompiledRoute, RouteMatch, RouteMatcher } from '../policy/routes.ts';
 import { mcpHeadersOf } from './mcp-headers-of.ts';
 import { presentedKindOf, type Authenticable, type Authentication, type Authenticator } from './authenticate.ts';
@@ -23,9 +25,17 @@ export interface Authorized {
   readonly principal: Principal | null;
   /** MCP routes: the request's MCP headers, read once for every rule that needs them. */
   readonly mcpHeaders?: McpHeaders;
+  /** The rate limits the request was counted against, for the `RateLimit` headers of its answer. */
+  readonly quotas?: readonly Quota[];
 }
 
-export type Verdict = Authorized | Deny;
+/** A refusal, with the state of the key's rate limits when it has any (its answer carries them too). */
+export type Refusal = Deny & { readonly quotas?: readonly Quota[] };
+
+export type Verdict = Authorized | Refusal;
+
+/** An MCP exchange's decision: allowed or refused, with the rate limits it was counted against. */
+export type Settled = (Allow | Deny) & { readonly quotas?: readonly Quota[] };
 
 /** At once when everything the decision needs is cached; else once the credential is authenticated. Rejects only on failure. */
 export type Authorization = Verdict | Promise<Verdict>;
@@ -45,6 +55,8 @@ export interface PipelineDeps {
   authenticator: Pick<Authenticator, 'authenticate'>;
   licence: Licence;
   now: () => Date;
+  /** Counts the requests of keys and tools with a rate limit (`decide()` names what to count). */
+  limiter: RateLimiter;
   /** Told of every key a decision accepted as a credential (write-behind `last_used_at`). */
   usage?: { record(keyId: number, at: number): void };
   /** Told of every decision, allowed or refused (the decision metrics). */
@@ -115,11 +127,11 @@ export class RequestPipeline {
    * An MCP exchange, decided for the principal its credential was already allowed as: its
    * headers (protocol version, and with a body the headers that mirror it) and its messages.
    */
-  decideExchange(authorized: Authorized, request: IncomingMessage, messages?: readonly unknown[], batch = false): Allow | Deny {
+  decideExchange(authorized: Authorized, request: IncomingMessage, messages?: readonly unknown[], batch = false): Settled | Promise<Settled> {
     const { route, params, principal } = authorized;
-    const { licence, now, tables } = this.#deps;
+    const { licence, now } = this.#deps;
     const mcpRequest = { ...this.#mcpFacts(request, true, authorized.mcpHeaders), batch };
-    return decide({ route, params, credential: principal!.kind, principal: principal!, licence, now: now(), mcpMessages: messages, mcpRequest }, tables);
+    return this.#settle({ route, params, credential: principal!.kind, principal: principal!, licence, now: now(), mcpMessages: messages, mcpRequest });
   }
 
   #mcpFacts(request: IncomingMessage, exchange: boolean, headers?: McpHeaders): McpRequestFacts {
@@ -166,14 +178,48 @@ export class RequestPipeline {
     return this.#decideFor(route, params, authentication, at, mcpRequest);
   }
 
-  #decideFor(route: CompiledRoute, params: Readonly<Record<string, number>>, principal: Principal | Deny, at: Date, mcpRequest: McpRequestFacts | undefined): Verdict {
+  #decideFor(
+    route: CompiledRoute,
+    params: Readonly<Record<string, number>>,
+    principal: Principal | Deny,
+    at: Date,
+    mcpRequest: McpRequestFacts | undefined,
+  ): Verdict | Promise<Verdict> {
     if ('allow' in principal) return principal;
-    const { licence, tables, usage } = this.#deps;
-    const decision = decide({ route, params, credential: principal.kind, principal, licence, now: at, mcpRequest }, tables);
-    // Used, unless the credential itself was refused (revoked, expired): a 403 is a use of a valid key.
-    if (principal.kind === 'api_key' && (decision.allow || decision.status !== 401)) usage?.record(principal.keyId, at.getTime());
-    if (!decision.allow) return decision;
-    return mcpRequest === undefined ? { allow: true, route, params, principal } : { allow: true, route, params, principal, mcpHeaders: mcpRequest.headers };
+    const settled = this.#settle({ route, params, credential: principal.kind, principal, licence: this.#deps.licence, now: at, mcpRequest }, this.#deps.usage);
+    const verdict = (decision: Settled): Verdict => {
+      if (!decision.allow) return decision;
+      const quotas = decision.quotas;
+      if (mcpRequest === undefined) return quotas === undefined ? { allow: true, route, params, principal } : { allow: true, route, params, principal, quotas };
+      return { allow: true, route, params, principal, mcpHeaders: mcpRequest.headers };
+    };
+    return settled instanceof Promise ? settled.then(verdict) : verdict(settled);
+  }
+
+  /**
+   * `decide()` on a principal, and when it asks to count (the request is limited), the limiter's
+   * count and `decide()` again on what it counted. A refusal of a key with a limit of its own
+   * carries that limit's state, counted or not. `usage`: told of a key the decision accepted as a
+   * credential (allowed, refused 403 or 429; not a revoked or expired key).
+   */
+  #settle(input: DecisionInput & { readonly principal: Principal }, usage?: PipelineDeps['usage']): Settled | Promise<Settled> {
+    const { tables, limiter } = this.#deps;
+    const decision = decide(input, tables);
+    const { principal } = input;
+    if (usage !== undefined && principal.kind === 'api_key' && (decision.allow !== false || decision.status !== 401)) usage.record(principal.keyId, input.now.getTime());
+    if (decision.allow === true) return decision;
+    if (decision.allow === false) {
+      const charge = principal.kind === 'api_key' ? keyChargeOf(principal) : undefined;
+      return charge === undefined ? decision : { ...decision, quotas: [limiter.peek(charge)] };
+    }
+    const counted = limiter.take(decision.charges);
+    return counted instanceof Promise ? counted.then((settled) => this.#afterCount(input, settled)) : this.#afterCount(input, counted);
+  }
+
+  #afterCount(input: DecisionInput, counted: Counted): Settled {
+    const decision = decide({ ...input, counted }, this.#deps.tables);
+    if (decision.allow === 'count' || decision.allow === 'authenticate') throw new Error('decide() asked again once the charges were counted');
+    return decision.allow ? { allow: true, quotas: counted.quotas } : { ...decision, quotas: counted.quotas };
   }
 
   #observed(verdict: Verdict, route: CompiledRoute | undefined, request: IncomingMessage, started: number): Verdict {

@@ -5,6 +5,7 @@ import { ALLOW, deny, type Allow, type Deny } from './denial.ts';
 export { ALLOW } from './denial.ts';
 import { decideMirrors, decideOrigin, decideProtocolVersion, clip, type McpRequestFacts } from './mcp-request.ts';
 import type { ApiKeyPrincipal, PresentedCredential, Principal } from './principal.ts';
+import { calledTool, chargesOf, type Count, type Counted } from './rate-limits.ts';
 import type { CompiledRoute } from './routes.ts';
 import { holdsAnyMcpScope, holdsScope, mcpScopeList } from './scopes.ts';
 
@@ -18,7 +19,7 @@ export interface Authenticate {
   readonly allow: 'authenticate';
 }
 
-export type Decision = Allow | Deny | Authenticate;
+export type Decision = Allow | Deny | Authenticate | Count;
 
 export interface Licence {
   readonly features: ReadonlySet<string>;
@@ -41,6 +42,8 @@ export interface DecisionInput {
   readonly mcpMessages?: readonly unknown[] | undefined;
   /** MCP routes: what the request's headers say (origin, protocol version, mirrors of the body). */
   readonly mcpRequest?: McpRequestFacts | undefined;
+  /** The limiter's answer to the charges a first decision asked to count (`Count`); absent until then. */
+  readonly counted?: Counted | undefined;
 }
 
 export const AUTHENTICATE: Authenticate = Object.freeze({ allow: 'authenticate' });
@@ -52,11 +55,15 @@ export const AUTHENTICATE: Authenticate = Object.freeze({ allow: 'authenticate' 
  * here, in this order: an MCP request's `Origin`, the credential's presence and type,
  * revocation, expiry, disabling, then (API keys) scope, licensed feature, agent binding and, on MCP
  * routes, the protocol version, the headers that mirror the body and the messages
- * (mcp-request.ts holds the header rules). Pure: no I/O, no clock read. Asked before
+ * (mcp-request.ts holds the header rules), and last the rate limits (rate-limits.ts).
+ * Pure: no I/O, no clock read. Asked before
  * authentication (no `principal`), it refuses what the credential's shape already settles and
  * otherwise answers `AUTHENTICATE`, so a credential of the wrong kind costs no verification.
+ * Asked with a principal whose request passes every other rule but is limited, it answers
+ * `Count` (the charges); asked again with the limiter's `counted`, it allows or refuses `429
+ * rate_limited`. A request refused by any other rule is never counted.
  */
-export function decide(input: DecisionInput & { readonly principal: Principal }, tables: Tables): Allow | Deny;
+export function decide(input: DecisionInput & { readonly principal: Principal }, tables: Tables): Allow | Deny | Count;
 export function decide(input: DecisionInput, tables: Tables): Decision;
 export function decide(input: DecisionInput, tables: Tables): Decision {
   const { route, credential, principal } = input;
@@ -83,6 +90,13 @@ export function decide(input: DecisionInput, tables: Tables): Decision {
 }
 
 function decideForKey(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables): Decision {
+  const decision = decideKeyRules(input, key, tables);
+  // An MCP request is counted once, at its exchange (with its messages), not when its credential is.
+  if (decision.allow !== true || (input.route.mcp !== undefined && input.mcpRequest?.exchange !== true)) return decision;
+  return decideLimits(input, key, tables);
+}
+
+function decideKeyRules(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables): Decision {
   const { route, licence } = input;
   if (route.scope !== undefined) {
     if (!holdsScope(key.scopes, route.scope, tables)) return denyScope(route.scope);
@@ -106,6 +120,29 @@ function decideForKey(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables
     if (facts?.exchange === true) return decideMirrors(facts, undefined);
   }
   return ALLOW;
+}
+
+/**
+ * The last rule: the key's own limit and the limits of the tools it calls. Nothing to count:
+ * allowed. Not counted yet: `Count`. Counted: allowed, or `429 rate_limited` naming the limit,
+ * with the seconds until it admits one more (and, for a tool, its first call in the body).
+ */
+function decideLimits(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables): Allow | Deny | Count {
+  const charges = chargesOf(key, input.mcpMessages, tables);
+  if (charges.length === 0) return ALLOW;
+  const counted = input.counted;
+  if (counted === undefined) return { allow: 'count', charges };
+  if (counted.admitted) return ALLOW;
+  const { refused, retryAfter } = counted;
+  const { requests, perSeconds } = refused.rule;
+  const rule = `${requests} per ${perSeconds} s`;
+  if (refused.tool === undefined) return deny('rate_limited', `The API key's rate limit is reached (${rule})`, { retryAfter });
+  const refusal = deny('rate_limited', `The rate limit of ${refused.tool} for this API key is reached (${rule})`, { retryAfter });
+  const messages = input.mcpMessages ?? [];
+  const index = messages.findIndex((message) => calledTool(message) === refused.tool);
+  if (index === -1) return refusal;
+  const messageId = idOf(messages[index]);
+  return messageId === undefined ? { ...refusal, messageIndex: index } : { ...refusal, messageIndex: index, messageId };
 }
 
 /** A batch passes only if every message passes; the first refusal names its message. */

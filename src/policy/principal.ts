@@ -1,3 +1,5 @@
+import type { RateRule } from './rate-limits.ts';
+
 /** Who a verified credential is. Produced by authentication, consumed by `decide()`. */
 export type Principal = AdminPrincipal | ApiKeyPrincipal;
 
@@ -28,4 +30,6 @@ export interface ApiKeyPrincipal {
   revoked: boolean;
   /** Disabled by an admin: refused until enabled again. */
   disabled: boolean;
+  /** The key's own rate limit; null: none (tool limits still apply). */
+  rateLimit: RateRule | null;
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform } from 'node:stream';
 import { GatewayError } from '../errors/gateway-error.ts';
+import { rateLimitFields } from '../http/rate-limit-headers.ts';
 import type { Authorized } from '../pipeline/request-pipeline.ts';
 import type { OpenStreams, ReleaseStream } from './open-streams.ts';
 import type { Refuse, Upstream } from './upstream.ts';
@@ -54,15 +55,17 @@ export class Forwarder {
     const stream = head !== undefined || isEventStreamRequest(request);
     if (stream && !this.#bookStream(request, response, authorized, fail, head, authorizedSince)) return;
     const headers = this.#headers(request.headers, forwardContextOf(request, this.#identity.of(principal), requestId));
+    // A limited key's answer carries its limits, whatever the upstream says of its own.
+    const answerHeaders = authorized.quotas === undefined ? undefined : rateLimitFields(authorized.quotas);
     if (head !== undefined) {
-      this.#upstream.tunnel(response, requestId, { method: 'GET', path: request.url!, headers, body: null, route: route.name }, head, fail);
+      this.#upstream.tunnel(response, requestId, { method: 'GET', path: request.url!, headers, body: null, route: route.name, answerHeaders }, head, fail);
       return;
     }
     this.#upstream.relay(
       response,
       requestId,
       // Not booked as a stream, yet answered with one: booked on arrival (`principal`).
-      { method: request.method!, path: request.url!, headers, body: bodyOf(request, this.#bodyLimit), route: route.name, stream, principal },
+      { method: request.method!, path: request.url!, headers, body: bodyOf(request, this.#bodyLimit), route: route.name, stream, principal, answerHeaders },
       fail,
     );
   }

@@ -130,19 +130,27 @@ export function upstreamHeaderRewriter(options: UpstreamHeaderOptions): (headers
 /**
  * The upstream's response headers for `writeHead`, as a flat list: hop-by-hop ones and those
  * its `Connection` names are dropped (Node frames the client's response itself), the gateway's
- * request id is set.
+ * `own` fields (flat: a limited key's RateLimit) replace the upstream's of those names, and the
+ * gateway's request id is set.
  */
-export function clientResponseHeaders(headers: IncomingHttpHeaders, requestId: string): string[] {
+export function clientResponseHeaders(headers: IncomingHttpHeaders, requestId: string, own?: readonly string[]): string[] {
   const named = connectionNamed(headers.connection);
+  const ownNames = own === undefined ? undefined : namesOf(own);
   const out: string[] = [];
   for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || DROPPED_RESPONSE_HEADERS.has(name) || named?.has(name)) continue;
+    if (value === undefined || DROPPED_RESPONSE_HEADERS.has(name) || named?.has(name) || ownNames?.includes(name) === true) continue;
     if (typeof value === 'string') out.push(name, value);
     else for (const each of value) out.push(name, each);
   }
+  if (own !== undefined) out.push(...own);
   out.push('x-request-id', requestId);
   return out;
+}
+
+/** The names of a flat `[name, value, …]` list. */
+export function namesOf(fields: readonly string[]): string[] {
+  return fields.filter((_, index) => index % 2 === 0);
 }
 
 /** True for a response header that is passed on to the client (see `clientResponseHeaders`). */

@@ -65,6 +65,8 @@ export class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
   requestBody: Readable | undefined = undefined;
   /** Who sent it, when an event-stream answer is to be booked on arrival (`UpstreamRequest.principal`). */
   principal: Principal | null | undefined = undefined;
+  /** Response fields of the gateway's own, flat (`UpstreamRequest.answerHeaders`). */
+  owned: readonly string[] | undefined = undefined;
   // AwaitingHeaders: linked into the upstream's deadlines until the response headers arrive.
   since = 0;
   previous: AwaitingHeaders | undefined = undefined;
@@ -140,7 +142,7 @@ export class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
       return;
     }
     if (this.principal !== undefined && isEventStream(headers['content-type']) && !this.upstream.bookLateStream(this, controller)) return;
-    this.response.writeHead(statusCode, clientResponseHeaders(headers, this.requestId));
+    this.response.writeHead(statusCode, clientResponseHeaders(headers, this.requestId, this.owned));
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -220,11 +222,12 @@ export class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
       return;
     }
     raw.detachSocket(client);
-    client.write(switchingProtocolsHead(headers, this.requestId));
+    client.write(switchingProtocolsHead(headers, this.requestId, this.owned));
     this.upstream.observe(this.route, statusCode, this.started);
     this.upstream.join(client, socket, this.head ?? Buffer.alloc(0));
   }
 }
+
 
 function onClientClose(this: RelayedResponse): void {
   const relay = this[kRelay];

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { namesOf } from './upstream-headers.ts';
 
 /** WebSocket tunnels: a client's upgraded socket joined to the upstream's, byte for byte. */
 
@@ -37,13 +38,18 @@ export class Tunnels {
   }
 }
 
-/** The 101 for the client: the upstream's headers, with this exchange's request id instead of any the upstream sent. */
-export function switchingProtocolsHead(headers: IncomingHttpHeaders, requestId: string): string {
+/**
+ * The 101 for the client: the upstream's headers, with this exchange's request id instead of any
+ * the upstream sent, and the gateway's own `fields` (a limited key's RateLimit) instead of the upstream's.
+ */
+export function switchingProtocolsHead(headers: IncomingHttpHeaders, requestId: string, fields: readonly string[] = []): string {
   let head = `HTTP/1.1 101 Switching Protocols\r\n`;
+  const own = namesOf(fields);
   for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || name === 'x-request-id') continue;
+    if (value === undefined || name === 'x-request-id' || own.includes(name)) continue;
     for (const each of typeof value === 'string' ? [value] : value) head += `${name}: ${each}\r\n`;
   }
+  for (let i = 0; i < fields.length; i += 2) head += `${fields[i]}: ${fields[i + 1]}\r\n`;
   return `${head}x-request-id: ${requestId}\r\n\r\n`;
 }

@@ -48,6 +48,8 @@ export interface UpstreamRequest {
    * credential's cap then, and cut when the credential ends. Undefined: never booked.
    */
   principal?: Principal | null;
+  /** Response fields of the gateway's own (a limited key's RateLimit), flat `[name, value, …]`: sent instead of the upstream's of these names. */
+  answerHeaders?: readonly string[] | undefined;
 }
 
 /** Connections for ordinary requests, and for streams, unless configured. */
@@ -105,6 +107,7 @@ export class Upstream implements RelayHost {
     const relay = new Relay(this, response, requestId, request.route, refuse, inspect);
     if (request.body instanceof Readable) relay.requestBody = request.body;
     if (request.stream !== true) relay.principal = request.principal;
+    relay.owned = request.answerHeaders;
     relay.watchClient();
     this.#deadlines.start(relay, relay.started);
     (request.stream === true ? this.#streamPool : this.#pool).dispatch(
@@ -120,6 +123,7 @@ export class Upstream implements RelayHost {
    */
   tunnel(response: ServerResponse, requestId: string, request: UpstreamRequest, head: Buffer, refuse: Refuse): void {
     const relay = new Relay(this, response, requestId, request.route, refuse, undefined, head);
+    relay.owned = request.answerHeaders;
     relay.watchClient();
     this.#deadlines.start(relay, relay.started);
     this.#streamPool.dispatch({ method: 'GET', path: request.path, headers: request.headers, body: null, upgrade: 'websocket' }, relay);

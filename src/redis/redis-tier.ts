@@ -5,6 +5,8 @@ import { closeRedisConnection, createRedisConnection } from './connection.ts';
 import { RedisFailureLimiter } from './failure-limiter.ts';
 import { DEFAULT_REDIS_PREFIX, RedisIdentityTier } from './identity-tier.ts';
 import { RevocationBus, type RevocationBusEvent } from './revocation-bus.ts';
+import type { RateLimitObserver } from '../limits/rate-limiter.ts';
+import { SharedRateLimiter } from './shared-rate-limiter.ts';
 import { RedisSigner } from './signer.ts';
 
 /** Settings in the store, so every replica on one database holds the same secrets without configuration. */
@@ -97,6 +99,11 @@ export class RedisTier {
   /** A failure limiter shared by all replicas, limiting with this replica's own counts while Redis is away. */
   limiter(name: string, limit: number, windowMs: number): RedisFailureLimiter {
     return new RedisFailureLimiter({ redis: this.commands, name, limit, windowMs, prefix: this.#prefix });
+  }
+
+  /** The rate limits counted by every replica together; each replica's own count while Redis is away. */
+  rateLimiter(options: { observe?: RateLimitObserver; now?: () => number; onError?: (error: unknown) => void }): SharedRateLimiter {
+    return new SharedRateLimiter({ redis: this.commands, prefix: this.#prefix, replicaId: this.#replicaId, ...options });
   }
 
   /** Starts the revocation bus: `evict` on every change received, `setDegraded` while changes may be missed. */

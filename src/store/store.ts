@@ -19,7 +19,7 @@ export interface ApiKeyRow {
   enabled: boolean;
   /** The last change through update or rotation (`createdAt` until then). */
   updatedAt: Date;
-  /** Stored and shown; not enforced yet (the rate limits are a later change). */
+  /** The key's own rate limit (docs/api-keys.md, "Rate limits"); null: none. */
   rateLimit: RateLimit | null;
   /** The key this one replaced by rotation. */
   rotatedFrom: number | null;

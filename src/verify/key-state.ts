@@ -26,6 +26,7 @@ export function keyStateOf(row: ApiKeyRow, freshUntil: number, scopes: ScopeList
     expiresAt: row.expiresAt,
     revoked: row.revokedAt !== null,
     disabled: !row.enabled,
+    rateLimit: row.rateLimit === null ? null : Object.freeze({ requests: row.rateLimit.requests, perSeconds: row.rateLimit.perSeconds }),
   });
   return {
     principal,

@@ -257,6 +257,46 @@ describe('gatehouse keys show|update|rotate on the embedded store', { timeout: 1
   });
 });
 
+describe('gatehouse keys create with a rate limit', { timeout: 120_000 }, () => {
+  it.each([
+    { args: ['--rate-limit', '10/1m', '--no-rate-limit'], message: /--rate-limit and --no-rate-limit cannot be used together/ },
+    { args: ['--rate-limit', 'fast'], message: /--rate-limit: 'fast' is not N\/DURATION/ },
+    { args: ['--rate-limit', '10/1w'], message: /'1w' is not a duration/ },
+  ])('exits 2 on $args, before opening the store', async ({ args, message }) => {
+    const result = await runCli(['keys', 'create', '--name', 'x', ...args], { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+    expect(result.code, result.stderr).toBe(USAGE);
+    expect(result.stderr).toMatch(message);
+  });
+
+  it('refuses a limit out of the API\'s bounds as the API does, creating nothing', async () => {
+    const env = { DATA_DIR: tempDataDir() };
+    expectRefused(await runCli(['keys', 'create', '--name', 'x', '--rate-limit', '0/1m', '--json'], env), 'validation_failed', /rate_limit\.requests/);
+    expect((await runCli(['keys', 'list', '--json'], env)).json()).toEqual([]);
+  });
+
+  it('stores the limit; DEFAULT_KEY_RATE_LIMIT for a key that names none, --no-rate-limit for none; a gateway on the store enforces it', async () => {
+    const env = { DATA_DIR: tempDataDir(), DEFAULT_KEY_RATE_LIMIT: '100/1h' };
+    const own = await created(env, '--rate-limit', '2/1m');
+    expect(own.rate_limit).toEqual({ requests: 2, per_seconds: 60 });
+    expect((await created(env)).rate_limit).toEqual({ requests: 100, per_seconds: 3600 });
+    expect((await created(env, '--no-rate-limit')).rate_limit).toBeNull();
+    const plain = await runCli(['keys', 'create', '--name', 'plain', '--rate-limit', '5/s'], env);
+    expect(plain.stderr).toMatch(/, 5 request\(s\) per 1s\)\n/);
+
+    const origin = await startOrigin();
+    const gateway = await startGateway({ ...env, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) statuses.push((await request(`${gateway.url}/api/v1/agents/1/events`, { method: 'POST', token: own.key, json: {} })).status);
+      expect(statuses).toEqual([200, 200, 429]);
+      expect(origin.received).toHaveLength(2);
+    } finally {
+      await gateway.stop();
+      await origin.close();
+    }
+  });
+});
+
 describeWithPostgres('gatehouse keys show|update|rotate beside a running gateway on PostgreSQL', () => {
   let database: TestDatabase;
   let gateway: GatewayProcess;

@@ -9,6 +9,8 @@ export interface ReceivedRequest {
   headers: IncomingHttpHeaders;
   rawHeaders: string[];
   body: string;
+  /** `performance.now()` when the request's body had arrived. */
+  arrivedAt: number;
 }
 
 export interface Origin {
@@ -42,6 +44,7 @@ export async function startOrigin(): Promise<Origin> {
         headers: request.headers,
         rawHeaders: request.rawHeaders,
         body: Buffer.concat(chunks).toString(),
+        arrivedAt: performance.now(),
       });
       if (url.startsWith('/sse/')) {
         response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
@@ -65,7 +68,7 @@ export async function startOrigin(): Promise<Origin> {
   });
   const sockets = new WebSocketServer({ server });
   sockets.on('connection', (socket, request) => {
-    received.push({ method: request.method ?? '', url: request.url ?? '', headers: request.headers, rawHeaders: request.rawHeaders, body: 'websocket' });
+    received.push({ method: request.method ?? '', url: request.url ?? '', headers: request.headers, rawHeaders: request.rawHeaders, body: 'websocket', arrivedAt: performance.now() });
     socket.on('message', (data, binary) => socket.send(binary ? data : `echo: ${String(data)}`));
   });
   server.keepAliveTimeout = 60_000;

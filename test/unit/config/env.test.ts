@@ -79,3 +79,38 @@ describe('environment schema', () => {
     expect(envSchema.parse({ LICENSE_FEATURES: 'events, recall,events' }).LICENSE_FEATURES).toEqual(['events', 'recall']);
   });
 });
+
+describe('DEFAULT_KEY_RATE_LIMIT', () => {
+  it('is unset by default: a new key gets no limit', () => {
+    expect(envSchema.parse({}).DEFAULT_KEY_RATE_LIMIT).toBeUndefined();
+  });
+
+  it.each([
+    ['600/1m', { requests: 600, perSeconds: 60 }],
+    ['10/1s', { requests: 10, perSeconds: 1 }],
+    ['100/m', { requests: 100, perSeconds: 60 }],
+    ['10000/1d', { requests: 10_000, perSeconds: 86_400 }],
+    ['5/90', { requests: 5, perSeconds: 90 }],
+    ['1000000/24h', { requests: 1_000_000, perSeconds: 86_400 }],
+    [' 7/2000ms ', { requests: 7, perSeconds: 2 }],
+  ])('reads %j', (text, rule) => {
+    expect(loadConfig({ DEFAULT_KEY_RATE_LIMIT: text }).env.DEFAULT_KEY_RATE_LIMIT).toEqual(rule);
+  });
+
+  it.each([
+    ['600', /is not N\/DURATION/],
+    ['600 per minute', /is not N\/DURATION/],
+    ['-1/1m', /is not N\/DURATION/],
+    ['1.5/1m', /is not N\/DURATION/],
+    ['0/1m', /requests must be 1 to 1,000,000/],
+    ['1000001/1m', /requests must be 1 to 1,000,000/],
+    ['99999999999999999999/1m', /requests must be 1 to 1,000,000/],
+    ['10/0s', /the duration must be 1 s to 24 h/],
+    ['10/2d', /the duration must be 1 s to 24 h/],
+    ['10/1w', /'1w' is not a duration/],
+    ['10/1500ms', /'1500ms' is not a whole number of seconds/],
+  ])('refuses %j at start, naming the variable', (text, message) => {
+    expect(() => loadConfig({ DEFAULT_KEY_RATE_LIMIT: text })).toThrow(/^DEFAULT_KEY_RATE_LIMIT: /);
+    expect(() => loadConfig({ DEFAULT_KEY_RATE_LIMIT: text })).toThrow(message);
+  });
+});

@@ -43,7 +43,7 @@ const route: CompiledRoute = {
   agentParam: undefined,
   mcp: undefined,
 };
-const principal: ApiKeyPrincipal = { kind: 'api_key', keyId: 42, agentId: 7, scopes: ['events:write'], expiresAt: null, revoked: false, disabled: false };
+const principal: ApiKeyPrincipal = { kind: 'api_key', keyId: 42, agentId: 7, scopes: ['events:write'], expiresAt: null, revoked: false, disabled: false, rateLimit: null };
 const ALLOWED: Authorized = { allow: true, route, params: {}, principal };
 
 /** A promise settled on the next turn of the event loop: a decision that needed I/O. */

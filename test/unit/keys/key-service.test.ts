@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Argon2Hasher } from '../../../src/crypto/argon2.ts';
 import { GatewayError } from '../../../src/errors/gateway-error.ts';
 import { KeyService, type Actor } from '../../../src/keys/key-service.ts';
-import type { ApiKeyRow, AuditOf, CreateKeyResult, NewApiKey, NewAuditEvent, Store } from '../../../src/store/store.ts';
+import type { ApiKeyRow, AuditOf, CreateKeyResult, NewApiKey, NewAuditEvent, RateLimit, Store } from '../../../src/store/store.ts';
 
 const NOW = new Date('2026-06-01T00:00:00Z');
 const ADMIN: Actor = { kind: 'admin', id: '3', address: '203.0.113.7' };
@@ -35,11 +35,12 @@ class KeyLog implements Pick<Store, 'createApiKey' | 'revokeApiKey'> {
   }
 }
 
-function serviceOn(store: KeyLog): KeyService {
+function serviceOn(store: KeyLog, defaultRateLimit: RateLimit | null = null): KeyService {
   return new KeyService({
     store: store as unknown as Store,
     hasher: new Argon2Hasher({ memoryKiB: 1024, timeCost: 1, parallelism: 1, concurrency: 1 }),
     licenceLimit: null,
+    defaultRateLimit,
     listener: { keyChanged: async (id) => void store.calls.push(`keyChanged ${id}`) },
     now: () => NOW,
   });
@@ -54,6 +55,21 @@ describe('KeyService: every change goes to the store with its audit event', () =
     expect(store.events).toEqual([
       { action: 'key_created', actorKind: 'admin', actorId: '3', subjectId: String(row.id), clientAddress: '203.0.113.7', detail: {}, at: NOW },
     ]);
+  });
+
+  it.each([
+    ['none named: the default', undefined, { requests: 600, perSeconds: 60 }],
+    ['one named: that one', { requests: 5, perSeconds: 1 }, { requests: 5, perSeconds: 1 }],
+    ['none, explicitly (null): none', null, null],
+  ] as const)('a new key\'s rate limit with DEFAULT_KEY_RATE_LIMIT set, %s', async (_what, rateLimit, stored) => {
+    const store = new KeyLog();
+    const { row } = await serviceOn(store, { requests: 600, perSeconds: 60 }).createKey({ ...REQUEST, ...(rateLimit === undefined ? {} : { rateLimit }) }, ADMIN);
+    expect(row.rateLimit).toEqual(stored);
+  });
+
+  it('a new key without DEFAULT_KEY_RATE_LIMIT has no rate limit', async () => {
+    const store = new KeyLog();
+    expect((await serviceOn(store).createKey(REQUEST, ADMIN)).row.rateLimit).toBeNull();
   });
 
   it('draws a new prefix after a clash, and the one key stored has one event', async () => {

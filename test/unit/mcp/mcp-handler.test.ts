@@ -12,8 +12,11 @@ describe('createMcpHandler', () => {
 
   beforeAll(() => server.start());
   afterAll(() => server.close());
-  beforeEach(() => {
-    parts = bench();
+  beforeEach(() => use(bench()));
+
+  /** The handler on these parts, serving the test server. */
+  function use(made: ReturnType<typeof bench>): void {
+    parts = made;
     handler = createMcpHandler({
       upstream: parts.upstream.asUpstream(),
       forwardAuthorization: false,
@@ -29,7 +32,7 @@ describe('createMcpHandler', () => {
       streams: parts.streams,
     });
     server.handle = (request, response) => handler.serve(request, response, 'req-9', new URL(request.url!, 'http://gateway.test').pathname);
-  });
+  }
 
   it('serves the MCP paths of the route table, and refuses an upgrade on them', () => {
     expect([...handler.paths].sort()).toEqual(['/mcp', '/messages', '/sse']);
@@ -92,5 +95,47 @@ describe('createMcpHandler', () => {
       [false, 'insufficient_scope', 'mcp'],
       [true, undefined, 'mcp'],
     ]);
+  });
+
+  it('a key past its rate limit or its tool\'s: 429 as a JSON-RPC error with Retry-After, nothing forwarded; every answer tells the limits', async () => {
+    use(bench({ keyRateLimit: { requests: 3, perSeconds: 60 }, toolLimits: { list_agents: { requests: 1, per_seconds: 60 } } }));
+    // The upstream's own fields of these names would contradict the gateway's: they are not passed on.
+    parts.upstream.answer = (request) => {
+      const { id } = JSON.parse(request.body as string) as { id: number };
+      return { status: 200, headers: { 'content-type': 'application/json', ratelimit: '"upstream";r=999;t=1' }, body: JSON.stringify({ jsonrpc: '2.0', id, result: {} }) };
+    };
+    const headers = { ...bearer(KEY_A), ...JSON_POST };
+    const first = await server.call('POST', '/mcp', headers, rpc(1, 'tools/call', { name: 'list_agents', arguments: {} }));
+    expect(first.status).toBe(200);
+    expect(first.headers['ratelimit-policy']).toBe('"key";q=3;w=60, "tool:list_agents";q=1;w=60');
+    expect(first.headers.ratelimit).toBe('"key";r=2;t=60, "tool:list_agents";r=0;t=60');
+
+    const tool = await server.call('POST', '/mcp', headers, rpc(2, 'tools/call', { name: 'list_agents', arguments: {} }));
+    expect(tool.status).toBe(429);
+    expect(tool.headers['retry-after']).toBe('60');
+    expect(tool.headers.ratelimit).toBe('"key";r=2;t=60, "tool:list_agents";r=0;t=60');
+    expect(JSON.parse(tool.text)).toMatchObject({ id: 2, error: { data: { code: 'rate_limited', status: 429, retry_after: 60 } } });
+
+    // The key's own limit, still with two left: another method takes them.
+    expect((await server.call('POST', '/mcp', headers, rpc(3, 'ping'))).status).toBe(200);
+    expect((await server.call('POST', '/mcp', headers, rpc(4, 'ping'))).headers.ratelimit).toBe('"key";r=0;t=60');
+    const key = await server.call('POST', '/mcp', headers, rpc(5, 'ping'));
+    expect(key.status).toBe(429);
+    expect(key.headers['ratelimit-policy']).toBe('"key";q=3;w=60');
+    expect(JSON.parse(key.text)).toMatchObject({ id: 5, error: { data: { code: 'rate_limited', detail: "The API key's rate limit is reached (3 per 60 s)" } } });
+    expect(parts.upstream.received.map((request) => JSON.parse(request.body as string).id)).toEqual([1, 3, 4]);
+    expect(parts.observed.map((o) => o.code)).toEqual([undefined, 'rate_limited', undefined, undefined, 'rate_limited']);
+  });
+
+  it('a refusal before the body is read still tells the key\'s limit, counting nothing', async () => {
+    use(bench({ keyRateLimit: { requests: 3, perSeconds: 60 } }));
+    const answer = await server.call('POST', '/mcp', { ...bearer(KEY_A), ...JSON_POST, origin: 'https://evil.example' }, rpc(1, 'ping'));
+    expect(answer.status).toBe(403);
+    expect(answer.headers.ratelimit).toBeUndefined();
+    const refusedGet = await server.call('GET', '/mcp', { ...bearer(KEY_A), 'mcp-protocol-version': '1999-01-01' });
+    expect(refusedGet.status).toBe(400);
+    // The version is decided at the exchange, before the limit: nothing counted, the limit shown whole.
+    expect(refusedGet.headers.ratelimit).toBe('"key";r=3;t=0');
+    expect(parts.upstream.received).toEqual([]);
   });
 });

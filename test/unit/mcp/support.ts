@@ -19,7 +19,9 @@ import { ToolGrants } from '../../../src/policy/scopes.ts';
 import { OpenStreams } from '../../../src/proxy/open-streams.ts';
 import type { Inspect, Refuse, Upstream, UpstreamRequest } from '../../../src/proxy/upstream.ts';
 import { IdentityHeaderValues } from '../../../src/proxy/upstream-headers.ts';
-import { ALL_FEATURES, defaultTables } from '../policy/support.ts';
+import { ALL_FEATURES, defaultTables, defaultYaml, LEGACY_PATHS, tablesFrom } from '../policy/support.ts';
+import type { RateRule } from '../../../src/policy/rate-limits.ts';
+import { LocalRateLimiter, type RateLimiter } from '../../../src/limits/rate-limiter.ts';
 
 /**
  * The MCP parts against a fake upstream: real requests and responses (a local server and a
@@ -33,8 +35,8 @@ export const BODY_LIMIT = 256;
 /** Two keys: A may call the `mcp:agents` tools, B those of `mcp:calls`. */
 export const KEY_A = generateKey();
 export const KEY_B = generateKey();
-export const PRINCIPAL_A: ApiKeyPrincipal = { kind: 'api_key', keyId: 1, agentId: 7, scopes: ['mcp:agents'], expiresAt: null, revoked: false, disabled: false };
-export const PRINCIPAL_B: ApiKeyPrincipal = { kind: 'api_key', keyId: 2, agentId: null, scopes: ['mcp:calls'], expiresAt: null, revoked: false, disabled: false };
+export const PRINCIPAL_A: ApiKeyPrincipal = { kind: 'api_key', keyId: 1, agentId: 7, scopes: ['mcp:agents'], expiresAt: null, revoked: false, disabled: false, rateLimit: null };
+export const PRINCIPAL_B: ApiKeyPrincipal = { kind: 'api_key', keyId: 2, agentId: null, scopes: ['mcp:calls'], expiresAt: null, revoked: false, disabled: false, rateLimit: null };
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 export const JSON_POST = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -92,6 +94,11 @@ export function recordingLog(): { log: FastifyBaseLogger; lines: Array<{ level: 
 }
 
 export interface BenchOptions {
+  /** Counts the rate limits; default: in memory, on the frozen clock. */
+  limiter?: RateLimiter;
+  /** The tool table's `limits:`, and key A's own rate limit. */
+  toolLimits?: Record<string, { requests: number; per_seconds: number }>;
+  keyRateLimit?: RateRule;
   maxStreamsPerKey?: number;
   streamBindingRefreshMs?: number;
   maxFiltered?: number;
@@ -99,11 +106,11 @@ export interface BenchOptions {
 
 /** The real pipeline, bindings and stream books, the fake upstream, and the MCP parts built on them. */
 export function bench(options: BenchOptions = {}) {
-  const tables = defaultTables();
+  const tables = options.toolLimits === undefined ? defaultTables() : tablesFrom({ tools: { ...defaultYaml().tools, limits: options.toolLimits } }, LEGACY_PATHS);
   const licence = { features: ALL_FEATURES };
   const observed: ObservedDecision[] = [];
   const principals = new Map([
-    [KEY_A, PRINCIPAL_A],
+    [KEY_A, { ...PRINCIPAL_A, rateLimit: options.keyRateLimit ?? null }],
     [KEY_B, PRINCIPAL_B],
   ]);
   const authenticator = {
@@ -116,6 +123,7 @@ export function bench(options: BenchOptions = {}) {
     authenticator,
     licence,
     now: () => NOW,
+    limiter: options.limiter ?? new LocalRateLimiter({ now: () => NOW.getTime() }),
     observe: (decision) => void observed.push(decision),
     mcp: { allowedOrigins: new Set(['https://app.example']), toolHeaders },
   });

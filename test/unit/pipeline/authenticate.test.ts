@@ -9,6 +9,7 @@ import { compileRoutes } from '../../../src/policy/routes.ts';
 import type { AdminSessionRow } from '../../../src/store/store.ts';
 import type { KeyVerifier } from '../../../src/verify/key-verifier.ts';
 import { ALL_FEATURES, defaultTables } from '../policy/support.ts';
+import { LocalRateLimiter } from '../../../src/limits/rate-limiter.ts';
 
 const NOW = new Date('2030-06-01T12:00:00.000Z');
 const TTL_SECONDS = 3_600;
@@ -147,7 +148,7 @@ describe('RequestPipeline with the Authenticator: an ended session is refused wi
   async function pipelineSetup() {
     const parts = await setup();
     const tables = defaultTables();
-    const pipeline = new RequestPipeline({ routes: compileRoutes(tables), tables, authenticator: parts.authenticator, licence: { features: ALL_FEATURES }, now: () => NOW });
+    const pipeline = new RequestPipeline({ routes: compileRoutes(tables), tables, authenticator: parts.authenticator, licence: { features: ALL_FEATURES }, now: () => NOW, limiter: new LocalRateLimiter() });
     const request = { method: 'GET', headers: { authorization: `Bearer ${parts.issued.token}` }, rawHeaders: ['Authorization', `Bearer ${parts.issued.token}`], socket: { remoteAddress: '127.0.0.9' } } as unknown as IncomingMessage;
     return { ...parts, pipeline, request };
   }

@@ -7,7 +7,10 @@ import { RequestPipeline, type ObservedDecision, type Verdict } from '../../../s
 import { deny } from '../../../src/policy/denial.ts';
 import type { AdminPrincipal, ApiKeyPrincipal } from '../../../src/policy/principal.ts';
 import { compileRoutes } from '../../../src/policy/routes.ts';
-import { ALL_FEATURES, apiKey, defaultTables } from '../policy/support.ts';
+import { ALL_FEATURES, apiKey, defaultTables, defaultYaml, tablesFrom } from '../policy/support.ts';
+import { LocalRateLimiter, type RateLimiter } from '../../../src/limits/rate-limiter.ts';
+import type { Tables } from '../../../src/config/tables.ts';
+import type { Charge } from '../../../src/policy/rate-limits.ts';
 
 const NOW = new Date('2030-06-01T12:00:00.000Z');
 const KEY = generateKey();
@@ -25,21 +28,24 @@ class StubAuthenticator {
   };
 }
 
-function setup() {
-  const tables = defaultTables();
+function setup(options: { tables?: Tables; limiter?: RateLimiter } = {}) {
+  const tables = options.tables ?? defaultTables();
   const authenticator = new StubAuthenticator();
   const uses: number[] = [];
   const observed: ObservedDecision[] = [];
+  /** The rate limits' clock, in milliseconds, stepped by a test. */
+  const clock = { ms: 0 };
   const pipeline = new RequestPipeline({
     routes: compileRoutes(tables),
     tables,
     authenticator,
     licence: { features: ALL_FEATURES },
     now: () => NOW,
+    limiter: options.limiter ?? new LocalRateLimiter({ now: () => clock.ms }),
     usage: { record: (keyId) => void uses.push(keyId) },
     observe: (decision) => void observed.push(decision),
   });
-  return { pipeline, authenticator, uses, observed };
+  return { pipeline, authenticator, uses, observed, clock };
 }
 
 function request(method: string, authorization?: string | string[], raw: string[] = []): IncomingMessage {
@@ -199,5 +205,76 @@ describe('RequestPipeline: MCP messages', () => {
     expect(exchange(['Mcp-Name', 'search_knowledge_base', 'MCP-NAME', 'search_knowledge_base'], [call])).toMatchObject({ code: 'header_mismatch' });
     // An underscore spelling is the same header to many stacks behind the gateway.
     expect(exchange(['Mcp-Name', 'search_knowledge_base', 'Mcp_Name', 'place_outbound_call'], [call])).toMatchObject({ code: 'header_mismatch' });
+  });
+});
+
+describe('RequestPipeline: rate limits, counted once every other rule has passed', () => {
+  const limited = apiKey(['events:write', 'mcp:calls', 'mcp:agents'], { rateLimit: { requests: 2, perSeconds: 60 } });
+
+  it('a cached key is counted without a promise; the request past its limit is 429 with the seconds to wait', () => {
+    const { pipeline, authenticator, clock, uses, observed } = setup();
+    authenticator.answer = () => limited;
+    const post = () => pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS) as Verdict;
+    expect(post()).toMatchObject({ allow: true, quotas: [{ charge: { limit: 'key' }, remaining: 1, resetSeconds: 60 }] });
+    clock.ms = 10_000;
+    expect(post()).toMatchObject({ allow: true, quotas: [{ remaining: 0, resetSeconds: 50 }] });
+    clock.ms = 20_000;
+    expect(post()).toMatchObject({ allow: false, status: 429, code: 'rate_limited', retryAfter: 40, quotas: [{ remaining: 0, resetSeconds: 40 }] });
+    // A refused request is still a use of the key, and a decision like any other.
+    expect(uses).toEqual([1, 1, 1]);
+    expect(observed.map((o) => o.code)).toEqual([undefined, undefined, 'rate_limited']);
+    clock.ms = 60_001;
+    expect(post()).toMatchObject({ allow: true });
+  });
+
+  it('a refusal by another rule counts nothing, and tells the key\'s limit as it stands', () => {
+    const { pipeline, authenticator } = setup();
+    authenticator.answer = () => ({ ...limited, agentId: 8 });
+    for (let i = 0; i < 5; i++) {
+      expect(pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS)).toMatchObject({ allow: false, code: 'agent_mismatch', quotas: [{ remaining: 2, resetSeconds: 0 }] });
+    }
+  });
+
+  it('a key without a limit carries none', () => {
+    const { pipeline } = setup();
+    const verdict = pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS) as Verdict;
+    expect(verdict.allow).toBe(true);
+    expect(verdict).not.toHaveProperty('quotas');
+  });
+
+  it('a count that must ask a shared store is a promise, decided when it answers', async () => {
+    const asked: Charge[][] = [];
+    const limiter: RateLimiter = {
+      take: (charges) => {
+        asked.push([...charges]);
+        return Promise.resolve({ admitted: false, refused: charges[0]!, retryAfter: 7, quotas: [] });
+      },
+      peek: (charge) => ({ charge, remaining: 0, resetSeconds: 0 }),
+      close: () => {},
+    };
+    const { pipeline, authenticator } = setup({ limiter });
+    authenticator.answer = () => limited;
+    const verdict = pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS);
+    expect(verdict).toBeInstanceOf(Promise);
+    expect(await verdict).toMatchObject({ allow: false, code: 'rate_limited', retryAfter: 7 });
+    expect(asked).toHaveLength(1);
+  });
+
+  it('MCP: counted at the exchange, the tool\'s limit per key on top of the key\'s own', () => {
+    const { tools } = defaultYaml();
+    const tables = tablesFrom({ tools: { ...tools, limits: { place_outbound_call: { requests: 1, per_seconds: 60 } } } });
+    const { pipeline, authenticator } = setup({ tables });
+    authenticator.answer = () => limited;
+    const call = (name: string) => [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } }];
+    const post = request('POST', `Bearer ${KEY}`);
+    const verdict = pipeline.authorize(post, '/mcp') as Verdict;
+    if (!verdict.allow) throw new Error('expected the credential to be allowed');
+    // Nothing counted when the credential was decided.
+    expect(verdict).not.toHaveProperty('quotas');
+    expect(pipeline.decideExchange(verdict, post, call('place_outbound_call'))).toMatchObject({ allow: true, quotas: [{ remaining: 1 }, { remaining: 0 }] });
+    expect(pipeline.decideExchange(verdict, post, call('place_outbound_call'))).toMatchObject({ allow: false, code: 'rate_limited', retryAfter: 60, messageIndex: 0, messageId: 1 });
+    // The tool refused, the key's own count untouched: another tool still gets through.
+    expect(pipeline.decideExchange(verdict, post, call('list_agents'))).toMatchObject({ allow: true, quotas: [{ remaining: 0 }] });
+    expect(pipeline.decideExchange(verdict, post, call('list_agents'))).toMatchObject({ allow: false, code: 'rate_limited' });
   });
 });

@@ -3,30 +3,40 @@ import type { Tables } from '../../../src/config/tables.ts';
 import { ALLOW, decide } from '../../../src/policy/decide.ts';
 import type { Decision, DecisionInput } from '../../../src/policy/decide.ts';
 import type { Principal } from '../../../src/policy/principal.ts';
+import type { Charge, Counted } from '../../../src/policy/rate-limits.ts';
 import { NO_MCP_HEADERS, type McpHeaders, type ToolHeaderLookup } from '../../../src/policy/mcp-headers.ts';
 import type { McpRequestFacts } from '../../../src/policy/mcp-request.ts';
 import { compileRoutes } from '../../../src/policy/routes.ts';
 import type { CompiledRoute } from '../../../src/policy/routes.ts';
 import { ToolGrants } from '../../../src/policy/scopes.ts';
-import { ALL_FEATURES, apiKey, defaultTables, defaultYaml, NO_FEATURES, routesWith, tablesFrom } from './support.ts';
+import { ALL_FEATURES, apiKey, defaultTables, defaultYaml, LEGACY_PATHS, NO_FEATURES, routesWith, tablesFrom } from './support.ts';
 
 const NOW = new Date('2030-06-01T12:00:00.000Z');
 const ADMIN: Principal = { kind: 'admin', adminId: 1, expiresAt: new Date(NOW.getTime() + 3_600_000), sessionId: 's-1', revoked: false };
 const MCP_SCOPES = 'mcp:calls mcp:knowledge mcp:transcripts mcp:agents mcp:events mcp:recall mcp:custom_tools mcp:orchestrate';
 
-/** What the test compares: allow, or the code, status and needed scope of the refusal. */
-type Expected = 'allow' | 'authenticate' | { code: string; status: number; scope?: string; messageIndex?: number; messageId?: string | number | null };
+/** What the test compares: allow, the charges to count, or the code, status and needed scope of the refusal. */
+type Expected =
+  | 'allow'
+  | 'authenticate'
+  | { count: string[] }
+  | { code: string; status: number; scope?: string; messageIndex?: number; messageId?: string | number | null; retryAfter?: number };
 
 function summary(decision: Decision): Expected {
   if (decision.allow === 'authenticate') return 'authenticate';
+  // A charge as `key 10/60` or `tool place_outbound_call 10/60 ×2`.
+  if (decision.allow === 'count') {
+    return { count: decision.charges.map((c) => `${c.limit}${c.tool === undefined ? '' : ` ${c.tool}`} ${c.rule.requests}/${c.rule.perSeconds}${c.times > 1 ? ` ×${c.times}` : ''}`) };
+  }
   if (decision.allow) return 'allow';
-  const { code, status, scope, messageIndex, messageId } = decision;
+  const { code, status, scope, messageIndex, messageId, retryAfter } = decision;
   return {
     code,
     status,
     ...(scope === undefined ? {} : { scope }),
     ...(messageIndex === undefined ? {} : { messageIndex }),
     ...('messageId' in decision ? { messageId } : {}),
+    ...(retryAfter === undefined ? {} : { retryAfter }),
   };
 }
 
@@ -47,6 +57,8 @@ interface Case {
   messages?: readonly unknown[];
   /** MCP: the request's headers, decided at the exchange (after the credential) unless `exchange` is false. */
   mcp?: { headers: Partial<Omit<McpHeaders, 'params'>> & { params?: Record<string, string[]> }; exchange?: boolean; batch?: boolean };
+  /** The limiter's answer, when the decision is asked again after counting. */
+  counted?: Counted;
   expected: Expected;
 }
 
@@ -70,6 +82,7 @@ function run(tables: Tables, cases: readonly Case[]) {
       now: NOW,
       ...(c.messages === undefined ? {} : { mcpMessages: c.messages }),
       ...(c.mcp === undefined ? {} : { mcpRequest: mcpRequestOf(c.mcp) }),
+      ...(c.counted === undefined ? {} : { counted: c.counted }),
     };
     expect(summary(decide(input, tables))).toEqual(c.expected);
   });
@@ -450,6 +463,64 @@ describe('decide: values', () => {
     const decision = decide({ route: routeNamed(tables, 'events'), params: { agent_id: 7 }, credential: 'none', licence: { features: NO_FEATURES }, now: NOW }, tables);
     expect(decision.allow).toBe(false);
     if (!decision.allow) expect(decision.detail).toEqual(expect.any(String));
+  });
+});
+
+describe('decide: rate limits, the last rule (docs/api-keys.md, "Rate limits")', () => {
+  const { tools } = defaultYaml();
+  const limited = tablesFrom({ tools: { ...tools, limits: { place_outbound_call: { requests: 10, per_seconds: 60 }, list_agents: { requests: 100, per_seconds: 1 } } } }, LEGACY_PATHS);
+  const own = { requests: 5, perSeconds: 1 };
+  const caller = apiKey(['events:write', 'mcp:calls', 'mcp:agents'], { rateLimit: own });
+  const unlimited = apiKey(['events:write', 'mcp:calls', 'mcp:agents']);
+  const exchange = { headers: {} };
+  const keyCharge: Charge = { limit: 'key', keyId: 1, tool: undefined, rule: own, times: 1 };
+  const toolCharge: Charge = { limit: 'tool', keyId: 1, tool: 'place_outbound_call', rule: { requests: 10, perSeconds: 60 }, times: 1 };
+  const admitted = (charges: Charge[]): Counted => ({ admitted: true, quotas: charges.map((charge) => ({ charge, remaining: 1, resetSeconds: 1 })) });
+  const refusedBy = (charge: Charge, retryAfter: number): Counted => ({ admitted: false, refused: charge, retryAfter, quotas: [{ charge, remaining: 0, resetSeconds: retryAfter }] });
+  run(limited, [
+    { description: 'a key without a limit, no limited tool: allowed, nothing counted', ...EVENTS, principal: unlimited, expected: 'allow' },
+    { description: 'a key with a limit: its request is counted', ...EVENTS, principal: caller, expected: { count: ['key 5/1'] } },
+    { description: 'counted and admitted: allowed', ...EVENTS, principal: caller, counted: admitted([keyCharge]), expected: 'allow' },
+    { description: 'counted and refused: 429 rate_limited with the seconds to wait', ...EVENTS, principal: caller, counted: refusedBy(keyCharge, 1), expected: { code: 'rate_limited', status: 429, retryAfter: 1 } },
+    { description: 'a request refused by another rule is never counted (scope)', ...EVENTS, principal: apiKey(['mcp:calls'], { rateLimit: own }), expected: refused('insufficient_scope', 403, 'events:write') },
+    { description: 'a request refused by another rule is never counted (binding)', ...EVENTS, principal: apiKey(['events:write'], { agentId: 8, rateLimit: own }), expected: refused('agent_mismatch', 403) },
+    { description: 'a disabled key is refused, not counted', ...EVENTS, principal: apiKey(['events:write'], { disabled: true, rateLimit: own }), expected: refused('disabled_credential', 401) },
+    { description: 'MCP: not counted when the credential is decided, before the body', route: 'mcp', principal: caller, mcp: { headers: {}, exchange: false }, expected: 'allow' },
+    { description: 'MCP: a GET at its exchange counts the key\'s own limit', route: 'mcp', principal: caller, mcp: exchange, expected: { count: ['key 5/1'] } },
+    { description: 'MCP: a limited tool is counted for the key, on top of its own limit', route: 'mcp', principal: caller, messages: [call('place_outbound_call')], mcp: exchange, expected: { count: ['key 5/1', 'tool place_outbound_call 10/60'] } },
+    { description: 'MCP: a limited tool counts for a key without a limit of its own', route: 'mcp', principal: unlimited, messages: [call('place_outbound_call')], mcp: exchange, expected: { count: ['tool place_outbound_call 10/60'] } },
+    { description: 'MCP: a tool without a limit counts only the key', route: 'mcp', principal: caller, messages: [call('get_agent_status')], mcp: exchange, expected: { count: ['key 5/1'] } },
+    { description: 'MCP: a method other than tools/call counts only the key', route: 'mcp', principal: unlimited, messages: [request('tools/list')], mcp: exchange, expected: 'allow' },
+    {
+      description: 'MCP: a batch counts the key once and each limited call',
+      route: 'mcp',
+      principal: caller,
+      messages: [call('place_outbound_call', {}, 1), call('list_agents', {}, 2), call('place_outbound_call', {}, 3), request('ping', 4)],
+      mcp: { headers: {}, batch: true },
+      expected: { count: ['key 5/1', 'tool place_outbound_call 10/60 ×2', 'tool list_agents 100/1'] },
+    },
+    { description: 'MCP: a batch with a refused message is refused, nothing counted', route: 'mcp', principal: caller, messages: [call('place_outbound_call', {}, 1), call('search_knowledge_base', {}, 2)], mcp: exchange, expected: { ...(refused('insufficient_scope', 403, 'mcp:knowledge') as object), messageIndex: 1, messageId: 2 } as Expected },
+    { description: 'MCP: an unknown tool is answered as a server would, not counted', route: 'mcp', principal: caller, messages: [call('nope')], mcp: exchange, expected: refusedMessage('unknown_tool', 404) },
+    { description: 'MCP: the tool\'s limit refuses, naming its first call', route: 'mcp', principal: caller, messages: [call('list_agents', {}, 'a'), call('place_outbound_call', {}, 'b')], mcp: exchange, counted: refusedBy(toolCharge, 42), expected: { code: 'rate_limited', status: 429, retryAfter: 42, messageIndex: 1, messageId: 'b' } },
+    { description: 'MCP: the key\'s limit refuses the whole body', route: 'mcp', principal: caller, messages: [call('place_outbound_call', {}, 'b')], mcp: exchange, counted: refusedBy(keyCharge, 1), expected: { code: 'rate_limited', status: 429, retryAfter: 1 } },
+    { description: 'MCP: counted and admitted', route: 'mcp', principal: caller, messages: [call('place_outbound_call')], mcp: exchange, counted: admitted([keyCharge, toolCharge]), expected: 'allow' },
+    { description: 'an admin token is never counted', route: 'admin', principal: ADMIN, expected: 'allow' },
+  ]);
+
+  it('a limit for a tool the table does not list stops the start, naming it', () => {
+    expect(() => tablesFrom({ tools: { ...tools, limits: { place_outbound_cal: { requests: 10, per_seconds: 60 } } } })).toThrow(/limits\.place_outbound_cal: "place_outbound_cal" is not a tool of this table/);
+  });
+
+  it.each([
+    [{ requests: 0, per_seconds: 60 }, /limits\.place_outbound_call\.requests/],
+    [{ requests: 1_000_001, per_seconds: 60 }, /limits\.place_outbound_call\.requests/],
+    [{ requests: 10, per_seconds: 86_401 }, /limits\.place_outbound_call\.per_seconds/],
+    [{ requests: 1.5, per_seconds: 60 }, /must be an integer/],
+    [{ requests: '10', per_seconds: 60 }, /limits\.place_outbound_call\.requests/],
+    [{ requests: 10, per_seconds: 60, burst: 5 }, /unknown field \(burst\)/],
+    [{ requests: 10 }, /per_seconds/],
+  ])('a limit outside the API\'s bounds stops the start: %j', (limit, message) => {
+    expect(() => tablesFrom({ tools: { ...tools, limits: { place_outbound_call: limit } } })).toThrow(message);
   });
 });
 

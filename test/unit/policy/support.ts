@@ -5,6 +5,7 @@ import { parse, stringify } from 'yaml';
 import { loadTables, MCP_TOOLS_FILE, ROUTES_FILE } from '../../../src/config/tables.ts';
 import type { TablePaths, Tables } from '../../../src/config/tables.ts';
 import type { ApiKeyPrincipal } from '../../../src/policy/principal.ts';
+import type { RateRule } from '../../../src/policy/rate-limits.ts';
 
 /** The shipped `config/` directory: the defaults of docs/configuration.md. */
 export const CONFIG_DIR = resolve(import.meta.dirname, '../../../config');
@@ -53,8 +54,20 @@ export function routesWith(...extra: Record<string, unknown>[]): Record<string, 
   return { ...routes, routes: [...routes.routes.slice(0, -1), ...extra, routes.routes.at(-1)!] };
 }
 
-export function apiKey(scopes: readonly string[], options: { agentId?: number | null; expiresAt?: Date | null; revoked?: boolean; disabled?: boolean } = {}): ApiKeyPrincipal {
-  return { kind: 'api_key', keyId: 1, agentId: options.agentId ?? null, scopes, expiresAt: options.expiresAt ?? null, revoked: options.revoked ?? false, disabled: options.disabled ?? false };
+export function apiKey(
+  scopes: readonly string[],
+  options: { agentId?: number | null; expiresAt?: Date | null; revoked?: boolean; disabled?: boolean; rateLimit?: RateRule | null } = {},
+): ApiKeyPrincipal {
+  return {
+    kind: 'api_key',
+    keyId: 1,
+    agentId: options.agentId ?? null,
+    scopes,
+    expiresAt: options.expiresAt ?? null,
+    revoked: options.revoked ?? false,
+    disabled: options.disabled ?? false,
+    rateLimit: options.rateLimit ?? null,
+  };
 }
 
 export const ALL_FEATURES: ReadonlySet<string> = new Set(['events', 'recall', 'custom_tools', 'orchestrate']);

@@ -13,6 +13,7 @@ const key = (keyId: number, agentId: number | null, scopes: readonly string[]): 
   expiresAt: null,
   revoked: false,
   disabled: false,
+  rateLimit: null,
 });
 
 describe('identityHeadersOf', () => {

@@ -6,7 +6,7 @@ import { OpenStreams } from '../../../src/proxy/open-streams.ts';
 const NOW = Date.parse('2026-01-01T00:00:00Z');
 
 function apiKey(keyId: number, expiresAt: Date | null = null): ApiKeyPrincipal {
-  return { kind: 'api_key', keyId, agentId: null, scopes: ['mcp:agents'], expiresAt, revoked: false, disabled: false };
+  return { kind: 'api_key', keyId, agentId: null, scopes: ['mcp:agents'], expiresAt, revoked: false, disabled: false, rateLimit: null };
 }
 
 /** An admin principal as the verifier hands it over: the verified session, `exp` included. */

@@ -33,7 +33,7 @@ describe('key state', () => {
 
   it('hands out a frozen principal', () => {
     const { principal } = keyStateOf(row({ agentId: 9 }), 0, new ScopeLists());
-    expect(principal).toEqual({ kind: 'api_key', keyId: 1, agentId: 9, scopes: ['events:write'], expiresAt: null, revoked: false, disabled: false });
+    expect(principal).toEqual({ kind: 'api_key', keyId: 1, agentId: 9, scopes: ['events:write'], expiresAt: null, revoked: false, disabled: false, rateLimit: null });
     expect(Object.isFrozen(principal)).toBe(true);
     expect(Object.isFrozen(principal.scopes)).toBe(true);
   });

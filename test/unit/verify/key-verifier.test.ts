@@ -53,7 +53,7 @@ describe('KeyVerifier: cold and cached paths', () => {
 
     expect(verifier.tryVerifyCached(key)).toBeUndefined();
     const principal = await verifier.verify(key);
-    expect(principal).toEqual({ kind: 'api_key', keyId: row.id, agentId: 7, scopes: ['events:write', 'mcp:agents'], expiresAt: null, revoked: false, disabled: false });
+    expect(principal).toEqual({ kind: 'api_key', keyId: row.id, agentId: 7, scopes: ['events:write', 'mcp:agents'], expiresAt: null, revoked: false, disabled: false, rateLimit: null });
     expect([store.byPrefixCalls, store.byIdCalls, hasher.verifyCount]).toEqual([1, 0, 1]);
 
     for (let i = 0; i < 3; i++) {

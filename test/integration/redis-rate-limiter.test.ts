@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Charge, Counted } from '../../src/policy/rate-limits.ts';
+import { closeRedisConnection, createRedisConnection } from '../../src/redis/connection.ts';
+import { SharedRateLimiter } from '../../src/redis/shared-rate-limiter.ts';
+import { freePort } from '../support/gateway-process.ts';
+import { describeWithRedis, redisUrl } from '../support/services.ts';
+
+async function ready(redis: Redis): Promise<void> {
+  if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
+}
+
+const keyCharge = (keyId: number, requests: number, perSeconds: number): Charge => ({ limit: 'key', keyId, tool: undefined, rule: { requests, perSeconds }, times: 1 });
+
+/** The most admissions any interval of `ms` holds, over sorted times. */
+function densest(times: readonly number[], ms: number): number {
+  let most = 0;
+  let start = 0;
+  for (let end = 0; end < times.length; end++) {
+    while (times[end]! - times[start]! >= ms) start++;
+    most = Math.max(most, end - start + 1);
+  }
+  return most;
+}
+
+describeWithRedis('SharedRateLimiter: one count for every replica, through Redis', () => {
+  const prefix = `gh-test-${randomBytes(4).toString('hex')}:`;
+  const connections: Redis[] = [];
+  let replicas: SharedRateLimiter[];
+  let keyId = 0;
+  const fallbacks: number[] = [0, 0, 0];
+
+  beforeAll(async () => {
+    // Three connections: three replicas.
+    for (let i = 0; i < 3; i++) connections.push(createRedisConnection(redisUrl()!, { name: `test:rate-${i}` }));
+    await Promise.all(connections.map(ready));
+    replicas = connections.map((redis, i) => new SharedRateLimiter({ redis, prefix, replicaId: `r${i}`, observe: { fallback: () => void fallbacks[i]!++ } }));
+  });
+  afterAll(async () => {
+    for (const replica of replicas) replica.close();
+    const keys = await connections[0]!.keys(`${prefix}*`);
+    if (keys.length > 0) await connections[0]!.del(...keys);
+    await Promise.all(connections.map(closeRedisConnection));
+  });
+
+  it('600 concurrent requests spread over three replicas, a limit of 100 a minute: exactly 100 admitted', async () => {
+    const charge = keyCharge(++keyId, 100, 60);
+    const answers = await Promise.all(Array.from({ length: 600 }, (_, i) => replicas[i % 3]!.take([charge])));
+    expect(answers.filter((answer) => answer.admitted)).toHaveLength(100);
+    const refused = answers.filter((answer): answer is Extract<Counted, { admitted: false }> => !answer.admitted);
+    expect(refused).toHaveLength(500);
+    for (const answer of refused) {
+      expect(answer.retryAfter).toBeGreaterThanOrEqual(1);
+      expect(answer.retryAfter).toBeLessThanOrEqual(61);
+    }
+    // Still none, asked again from any replica.
+    for (const replica of replicas) expect(await replica.take([charge])).toMatchObject({ admitted: false });
+    expect(fallbacks).toEqual([0, 0, 0]);
+  });
+
+  it('steady overload on three replicas: never more than the limit in any interval, and at least 90% of it admitted', async () => {
+    const charge = keyCharge(++keyId, 40, 1);
+    const admitted: number[] = [];
+    const started = performance.now();
+    const runMs = 4_000;
+    // Ten clients per replica, each asking again as soon as it is answered (admitted or not).
+    const client = async (replica: SharedRateLimiter) => {
+      while (performance.now() - started < runMs) {
+        const answer = await replica.take([charge]);
+        if (answer.admitted) admitted.push(performance.now());
+        else await new Promise((resolve) => setImmediate(resolve));
+      }
+    };
+    await Promise.all(replicas.flatMap((replica) => Array.from({ length: 10 }, () => client(replica))));
+    admitted.sort((a, b) => a - b);
+    // Times are read just after each admission, so two of them can look up to a few ms closer
+    // than the admissions were: the interval checked is 15 ms short of a second.
+    expect(densest(admitted, 985)).toBeLessThanOrEqual(40);
+    expect(admitted.length).toBeGreaterThanOrEqual(0.9 * 40 * (runMs / 1000));
+  });
+
+  it('slots a replica leased and did not use go back: another replica gets them', async () => {
+    const charge = keyCharge(++keyId, 100, 60);
+    const [a, b] = replicas as [SharedRateLimiter, SharedRateLimiter];
+    // One at a time: A's leases grow (1, 2, 4, 8, then 10: a tenth of the limit), and it holds unused slots.
+    for (let i = 0; i < 19; i++) expect(await a.take([charge])).toMatchObject({ admitted: true });
+    const counted = async () => Number(await connections[0]!.hget(`${prefix}rate:k:${keyId}:h`, 'n'));
+    expect(await counted()).toBeGreaterThan(19);
+    // Its lease lapses within a second, and what it did not use stops counting.
+    const deadline = Date.now() + 5_000;
+    while ((await counted()) !== 19 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await counted()).toBe(19);
+    const answers = await Promise.all(Array.from({ length: 90 }, () => b.take([charge])));
+    expect(answers.filter((answer) => answer.admitted)).toHaveLength(81);
+  });
+
+  it('a request\'s charges are counted together: a tool refused uses up nothing of the key\'s limit on any replica', async () => {
+    const id = ++keyId;
+    const key = keyCharge(id, 5, 60);
+    const tool: Charge = { limit: 'tool', keyId: id, tool: 'place_outbound_call', rule: { requests: 2, perSeconds: 60 }, times: 1 };
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => replicas[i % 3]!.take([key, tool])));
+    expect(answers.filter((answer) => answer.admitted)).toHaveLength(2);
+    const rest = await Promise.all(Array.from({ length: 6 }, (_, i) => replicas[i % 3]!.take([key])));
+    expect(rest.filter((answer) => answer.admitted)).toHaveLength(3);
+  });
+
+  it('tells what is left and when more will be', async () => {
+    const charge = keyCharge(++keyId, 10, 60);
+    const first = await replicas[0]!.take([charge]);
+    expect(first).toMatchObject({ admitted: true, quotas: [{ charge }] });
+    const [quota] = first.quotas;
+    expect(quota!.remaining).toBe(9);
+    expect(quota!.resetSeconds).toBeGreaterThan(58);
+    expect(quota!.resetSeconds).toBeLessThanOrEqual(60);
+  });
+});
+
+describe('SharedRateLimiter: Redis out of reach', () => {
+  it('counts on this replica alone, at the full limit, and says so', async () => {
+    const redis = createRedisConnection(`redis://127.0.0.1:${await freePort()}`, { name: 'test:rate-away' });
+    let fallbacks = 0;
+    const limiter = new SharedRateLimiter({ redis, replicaId: 'away', observe: { fallback: () => void fallbacks++ } });
+    try {
+      const charge = keyCharge(1, 3, 60);
+      const answers = await Promise.all(Array.from({ length: 5 }, () => limiter.take([charge])));
+      expect(answers.map((answer) => answer.admitted)).toEqual([true, true, true, false, false]);
+      expect(fallbacks).toBe(5);
+      expect(limiter.peek(charge)).toMatchObject({ remaining: 0 });
+    } finally {
+      limiter.close();
+      await closeRedisConnection(redis);
+    }
+  });
+});
