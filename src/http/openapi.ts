@@ -176,7 +176,11 @@ function createApiKeyOperation(): JsonSchema {
     operationId: 'createApiKey',
     tags: ['api-keys'],
     summary: 'Create an API key',
-    description: 'The raw key is in this response only. Creating a key over `LICENSE_API_KEYS` is 402 and creates nothing.',
+    description:
+      'The raw key is in this response only. Creating a key over `LICENSE_API_KEYS` is 402 and creates nothing. ' +
+      'Without `rate_limit` the key gets `DEFAULT_KEY_RATE_LIMIT` (none when it is unset); `rate_limit: null` means none. ' +
+      'Past its limit a key\'s requests on the proxied paths are 429 `rate_limited` with `Retry-After`, and every answer to them ' +
+      'carries `RateLimit-Policy` and `RateLimit`.',
     security: ADMIN_TOKEN,
     requestBody: { required: true, content: json(ref('CreateApiKeyRequest')) },
     responses: {

@@ -34,6 +34,12 @@ export function setRateLimitHeaders(response: OutgoingMessage, quotas: readonly 
   response.setHeader(RATE_LIMIT, rateLimitOf(quotas));
 }
 
+/** The fields set on `response` by `setRateLimitHeaders`, flat, for a head written in one go; undefined when none were. */
+export function rateLimitFieldsSetOn(response: OutgoingMessage): string[] | undefined {
+  if (!hasGatewayRateLimit(response)) return undefined;
+  return [RATE_LIMIT_POLICY, String(response.getHeader(RATE_LIMIT_POLICY)), RATE_LIMIT, String(response.getHeader(RATE_LIMIT))];
+}
+
 /** Whether the gateway set its own fields on this answer (an upstream's of the same names are then dropped). */
 export function hasGatewayRateLimit(response: OutgoingMessage): boolean {
   return response.hasHeader(RATE_LIMIT);

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import { GatewayError } from '../errors/gateway-error.ts';
+import { rateLimitFieldsSetOn } from '../http/rate-limit-headers.ts';
 import type { Licence } from '../policy/decide.ts';
 import type { ToolGrants } from '../policy/scopes.ts';
 import type { OpenStreams } from '../proxy/open-streams.ts';
@@ -83,6 +84,8 @@ export class AnswerRelay {
         body: body === undefined ? null : body.serialized,
         route: exchange.route.name,
         stream,
+        // An answer relayed as it comes keeps the key's limits set when it was decided, whatever the upstream says of its own.
+        answerHeaders: rateLimitFieldsSetOn(response),
       },
       (error) => replies.failReply(exchange, error),
       (statusCode, headers) => this.#takeOver(exchange, statusCode, headers),

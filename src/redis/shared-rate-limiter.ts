@@ -52,8 +52,10 @@ class Lease {
   refusedUntil = 0;
   retryAt = 0;
   rule: RateRule;
+  readonly subject: string;
 
-  constructor(rule: RateRule) {
+  constructor(subject: string, rule: RateRule) {
+    this.subject = subject;
     this.rule = rule;
   }
 
@@ -111,27 +113,29 @@ export class SharedRateLimiter implements RateLimiter {
   close(): void {
     clearInterval(this.#sweep);
     this.#local.close();
-    for (const [subject, lease] of this.#leases) this.#giveBack(subject, lease);
+    for (const lease of this.#leases.values()) this.#giveBack(lease);
   }
 
   /** Counted from the leases held, with no round trip; undefined when a lease must be asked for first. */
   #fromLeases(charges: readonly Charge[], now: number): Counted | undefined {
+    const leases = charges.map((charge) => this.#leaseOf(charge));
     let lacking = false;
-    for (const charge of charges) {
-      const lease = this.#leaseOf(charge);
-      if (lease.slotsAt(now) >= charge.times) continue;
-      if (lease.refusedUntil > now) return this.#refused(charge, Math.ceil((lease.retryAt - now) / 1000), charges, now);
+    for (let i = 0; i < charges.length; i++) {
+      const lease = leases[i]!;
+      if (lease.slotsAt(now) >= charges[i]!.times) continue;
+      if (lease.refusedUntil > now) return this.#refused(charges[i]!, Math.ceil((lease.retryAt - now) / 1000), charges, now);
       lacking = true;
     }
     if (lacking) return undefined;
-    for (const charge of charges) {
-      const subject = subjectOf(charge);
-      const lease = this.#leases.get(subject)!;
+    const quotas = charges.map((charge, i) => {
+      const lease = leases[i]!;
       lease.used += charge.times;
+      const quota = quotaOf(charge, lease, now);
       // Used up: given back at once, stamped now, so its slots stop counting as early as they can.
-      if (lease.used === lease.granted) this.#giveBack(subject, lease);
-    }
-    return { admitted: true, quotas: charges.map((charge) => quotaOf(charge, this.#leases.get(subjectOf(charge))!, now)) };
+      if (lease.used === lease.granted) this.#giveBack(lease);
+      return quota;
+    });
+    return { admitted: true, quotas };
   }
 
   /** Leases what is lacking, then counts; again while leases come in and other requests took them first. */
@@ -157,16 +161,17 @@ export class SharedRateLimiter implements RateLimiter {
     const lease = this.#leaseOf(charge);
     lease.waiting += charge.times;
     try {
-      lease.refill ??= this.#lease(subjectOf(charge), lease, charge.rule).finally(() => (lease.refill = undefined));
+      lease.refill ??= this.#lease(lease, charge.rule).finally(() => (lease.refill = undefined));
       await lease.refill;
     } finally {
       lease.waiting -= charge.times;
     }
   }
 
-  async #lease(subject: string, lease: Lease, rule: RateRule): Promise<void> {
+  async #lease(lease: Lease, rule: RateRule): Promise<void> {
+    const { subject } = lease;
     // Its unused slots first: on this one connection, Redis runs the two in order.
-    this.#giveBack(subject, lease);
+    this.#giveBack(lease);
     const member = `l:${this.#replicaId}:${++this.#sequence}`;
     const leaseMs = leaseMsOf(rule);
     const want = Math.min(Math.max(1, Math.floor(rule.requests / BATCH_FRACTION)), Math.max(lease.want, lease.waiting));
@@ -195,12 +200,12 @@ export class SharedRateLimiter implements RateLimiter {
     lease.granted = granted;
     lease.used = 0;
     lease.deadline = sent + leaseMs;
-    lease.timer = setTimeout(() => this.#giveBack(subject, lease), Math.max(0, lease.deadline - now));
+    lease.timer = setTimeout(() => this.#giveBack(lease), Math.max(0, lease.deadline - now));
     lease.timer.unref();
   }
 
   /** Ends the lease held: unused slots stop counting, used ones count until an interval after now. */
-  #giveBack(subject: string, lease: Lease): void {
+  #giveBack(lease: Lease): void {
     const member = lease.member;
     if (member === undefined) return;
     clearTimeout(lease.timer);
@@ -209,7 +214,7 @@ export class SharedRateLimiter implements RateLimiter {
     lease.member = undefined;
     lease.granted = 0;
     lease.used = 0;
-    this.#return(subject, member, used, lease.rule);
+    this.#return(lease.subject, member, used, lease.rule);
   }
 
   #return(subject: string, member: string, used: number, rule: RateRule): void {
@@ -220,7 +225,9 @@ export class SharedRateLimiter implements RateLimiter {
 
   #refused(charge: Charge, retryAfter: number, charges: readonly Charge[], now: number): Counted {
     this.#observe.refused?.(charge.limit);
-    const quotas = charges.map((each) => (each === charge ? { charge, remaining: 0, resetSeconds: Math.max(1, retryAfter) } : quotaOf(each, this.#leaseOf(each), now)));
+    const quotas = charges.map((each) =>
+      each === charge ? { charge, remaining: 0, resetSeconds: Math.min(charge.rule.perSeconds, Math.max(1, retryAfter)) } : quotaOf(each, this.#leaseOf(each), now),
+    );
     return { admitted: false, refused: charge, retryAfter: Math.max(1, retryAfter), quotas };
   }
 
@@ -233,7 +240,7 @@ export class SharedRateLimiter implements RateLimiter {
     const subject = subjectOf(charge);
     let lease = this.#leases.get(subject);
     if (lease === undefined) {
-      lease = new Lease(charge.rule);
+      lease = new Lease(subject, charge.rule);
       this.#leases.set(subject, lease);
     }
     return lease;

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli-process.ts';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, type GatewayProcess } from '../support/gateway-process.ts';
 import { loginAdmin, request, type JsonResponse } from '../support/http.ts';
-import { startOrigin, type Origin } from '../support/origin.ts';
-import { metric, waitForRedis } from '../support/replicas.ts';
-import { createTestDatabase, postgresUrl, redisUrl, type TestDatabase } from '../support/services.ts';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
+import { metric, startRelayedReplicas, waitForRedis, type RelayedReplicas } from '../support/replicas.ts';
+import { postgresUrl, redisUrl } from '../support/services.ts';
+import { type TcpProxy } from '../support/tcp-proxy.ts';
 
 /** Rounds of each way a session ends over HTTP: each with fresh sessions, warmed on every replica. */
 const ROUNDS = 2;
@@ -41,8 +40,7 @@ function sessionIdOf(token: string): string {
  * there must be none.
  */
 describe.skipIf(postgresUrl() === null || redisUrl() === null)('admin sessions on three replicas: an ended session is refused everywhere once answered', () => {
-  let database: TestDatabase;
-  let origin: Origin;
+  let set: RelayedReplicas | undefined;
   let relay: TcpProxy;
   let replicas: GatewayProcess[];
   let password = ADMIN_PASSWORD;
@@ -51,24 +49,12 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('admin sessions o
   const counts: string[] = [];
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    origin = await startOrigin();
-    const redis = new URL(redisUrl()!);
-    relay = await startTcpProxy({ host: redis.hostname, port: Number(redis.port || 6379) });
-    const env = { DATABASE_URL: database.url, REDIS_URL: redisUrl()!, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' };
-    const throughRelay = new URL(redisUrl()!);
-    throughRelay.host = `127.0.0.1:${relay.port}`;
-    // The first alone: it migrates and bootstraps the admin.
-    const first = await startGateway({ ...env, REDIS_URL: throughRelay.toString() });
-    replicas = [first, ...(await Promise.all([startGateway(env), startGateway(env)]))];
-    await waitForRedis(replicas, 'ok');
+    set = await startRelayedReplicas();
+    ({ relay, replicas } = set);
   }, 120_000);
   afterAll(async () => {
     if (counts.length > 0) console.info(counts.join('\n'));
-    await Promise.all((replicas ?? []).map((replica) => replica.stop()));
-    await relay?.close();
-    await origin?.close();
-    await database?.drop();
+    await set?.close();
   });
 
   const countAccepted = (prefix: string) => stale.filter((entry) => entry.startsWith(prefix)).length;
@@ -199,7 +185,7 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('admin sessions o
     const tokens = [await login(replicas[0]!), await login(replicas[1]!), await login(replicas[2]!)];
     await warm(...tokens);
     const next = `reset password ${++changes}`;
-    const cliEnv = { DATABASE_URL: database.url, REDIS_URL: redisUrl()! };
+    const cliEnv = { DATABASE_URL: set!.database.url, REDIS_URL: redisUrl()! };
     const unexpected: string[] = [];
     // Every live session of the admin: these three, and the last password change's caller.
     const live = await request(`${replicas[0]!.url}${SESSIONS_PATH}`, { token: tokens[0]! });

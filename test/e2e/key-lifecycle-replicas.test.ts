@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request, type JsonResponse } from '../support/http.ts';
-import { startOrigin, type Origin } from '../support/origin.ts';
-import { EVENTS_PATH, metric, waitForRedis } from '../support/replicas.ts';
-import { createTestDatabase, postgresUrl, redisUrl, type TestDatabase } from '../support/services.ts';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
+import { type Origin } from '../support/origin.ts';
+import { EVENTS_PATH, metric, startRelayedReplicas, waitForRedis, type RelayedReplicas } from '../support/replicas.ts';
+import { postgresUrl, redisUrl } from '../support/services.ts';
+import { type TcpProxy } from '../support/tcp-proxy.ts';
 
 /** Rounds of each kind of change: each a fresh key, cached on every replica, then narrowed. */
 const ROUNDS = 4;
@@ -43,7 +43,7 @@ interface Narrowing {
  * receives is a stale acceptance, and there must be none.
  */
 describe.skipIf(postgresUrl() === null || redisUrl() === null)('key lifecycle on three replicas: a narrowing change holds everywhere once answered', () => {
-  let database: TestDatabase;
+  let set: RelayedReplicas | undefined;
   let origin: Origin;
   let relay: TcpProxy;
   let replicas: GatewayProcess[];
@@ -51,24 +51,12 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('key lifecycle on
   const stale: string[] = [];
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    origin = await startOrigin();
-    const redis = new URL(redisUrl()!);
-    relay = await startTcpProxy({ host: redis.hostname, port: Number(redis.port || 6379) });
-    const env = { DATABASE_URL: database.url, REDIS_URL: redisUrl()!, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' };
-    const throughRelay = new URL(redisUrl()!);
-    throughRelay.host = `127.0.0.1:${relay.port}`;
-    // The first alone: it migrates and bootstraps the admin.
-    const first = await startGateway({ ...env, REDIS_URL: throughRelay.toString() });
-    replicas = [first, ...(await Promise.all([startGateway(env), startGateway(env)]))];
-    await waitForRedis(replicas, 'ok');
+    set = await startRelayedReplicas();
+    ({ origin, relay, replicas } = set);
     admin = await loginAdmin(replicas[0]!.url);
   }, 120_000);
   afterAll(async () => {
-    await Promise.all((replicas ?? []).map((replica) => replica.stop()));
-    await relay?.close();
-    await origin?.close();
-    await database?.drop();
+    await set?.close();
   });
 
   const patch = (id: number, json: Record<string, unknown>, on = replicas[0]!) =>

@@ -1,26 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
-import { startOrigin, type Origin } from '../support/origin.ts';
-import { EVENTS_PATH, metric, waitForRedis } from '../support/replicas.ts';
-import { createTestDatabase, postgresUrl, redisUrl, type TestDatabase } from '../support/services.ts';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
+import { type Origin } from '../support/origin.ts';
+import { EVENTS_PATH, metric, startRelayedReplicas, waitForRedis, type RelayedReplicas } from '../support/replicas.ts';
+import { postgresUrl, redisUrl } from '../support/services.ts';
+import { type TcpProxy } from '../support/tcp-proxy.ts';
+import { densest } from '../support/intervals.ts';
 
 interface Answer {
   status: number;
   retryAfter: string | null;
   rateLimit: string | null;
-}
-
-/** The most arrivals any interval shorter than `ms` holds, over sorted times. */
-function densest(times: readonly number[], ms: number): number {
-  let most = 0;
-  let start = 0;
-  for (let end = 0; end < times.length; end++) {
-    while (times[end]! - times[start]! >= ms) start++;
-    most = Math.max(most, end - start + 1);
-  }
-  return most;
 }
 
 /**
@@ -31,31 +21,19 @@ function densest(times: readonly number[], ms: number): number {
  * upstream received.
  */
 describe.skipIf(postgresUrl() === null || redisUrl() === null)('rate limits on three replicas sharing Redis', () => {
-  let database: TestDatabase;
+  let set: RelayedReplicas | undefined;
   let origin: Origin;
   let relay: TcpProxy;
   let replicas: GatewayProcess[];
   let admin: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    origin = await startOrigin();
-    const redis = new URL(redisUrl()!);
-    relay = await startTcpProxy({ host: redis.hostname, port: Number(redis.port || 6379) });
-    const env = { DATABASE_URL: database.url, REDIS_URL: redisUrl()!, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' };
-    const throughRelay = new URL(redisUrl()!);
-    throughRelay.host = `127.0.0.1:${relay.port}`;
-    // The first alone: it migrates and bootstraps the admin.
-    const first = await startGateway({ ...env, REDIS_URL: throughRelay.toString() });
-    replicas = [first, ...(await Promise.all([startGateway(env), startGateway(env)]))];
-    await waitForRedis(replicas, 'ok');
+    set = await startRelayedReplicas();
+    ({ origin, relay, replicas } = set);
     admin = await loginAdmin(replicas[0]!.url);
   }, 120_000);
   afterAll(async () => {
-    await Promise.all((replicas ?? []).map((replica) => replica.stop()));
-    await relay?.close();
-    await origin?.close();
-    await database?.drop();
+    await set?.close();
   });
 
   const limitedKey = async (requests: number, perSeconds: number) => {

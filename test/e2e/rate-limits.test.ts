@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { REPO_ROOT, runGateway, startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
@@ -141,6 +142,26 @@ describe('rate limits on one gateway (no Redis: the count of this process)', () 
     expect(changed.status).toBe(400);
     expect(changed.body.errors.map((error: { field: string }) => error.field)).toContain(field);
     expect((await request(`${gateway.url}/api/v1/api-keys/${id}`, { token: admin })).body.rate_limit).toEqual({ requests: 5, per_seconds: 60 });
+  });
+
+  it('a WebSocket upgrade counts as a request, and its 101 tells the limit', async () => {
+    const { key } = await newKey({ rate_limit: { requests: 1, per_seconds: 60 } });
+    const upgrade = () =>
+      new Promise<{ status: number; ratelimit: string | undefined }>((resolve, reject) => {
+        const socket = new WebSocket(`${gateway.url.replace('http:', 'ws:')}${EVENTS_PATH}`, { headers: { authorization: `Bearer ${key}` } });
+        socket.once('upgrade', (response) => {
+          resolve({ status: 101, ratelimit: response.headers.ratelimit as string | undefined });
+          socket.close();
+        });
+        socket.once('unexpected-response', (_request, response) => {
+          resolve({ status: response.statusCode!, ratelimit: response.headers.ratelimit as string | undefined });
+          socket.terminate();
+        });
+        socket.once('error', reject);
+      });
+    expect(await upgrade()).toEqual({ status: 101, ratelimit: '"key";r=0;t=60' });
+    expect(await upgrade()).toMatchObject({ status: 429, ratelimit: expect.stringMatching(/^"key";r=0;t=(59|60)$/) });
+    expect(origin.received.filter((received) => received.body === 'websocket')).toHaveLength(1);
   });
 
   it('a client cannot spoof the fields or slip past the count with headers of its own', async () => {

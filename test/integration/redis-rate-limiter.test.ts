@@ -6,23 +6,13 @@ import { closeRedisConnection, createRedisConnection } from '../../src/redis/con
 import { SharedRateLimiter } from '../../src/redis/shared-rate-limiter.ts';
 import { freePort } from '../support/gateway-process.ts';
 import { describeWithRedis, redisUrl } from '../support/services.ts';
+import { densest } from '../support/intervals.ts';
 
 async function ready(redis: Redis): Promise<void> {
   if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
 }
 
 const keyCharge = (keyId: number, requests: number, perSeconds: number): Charge => ({ limit: 'key', keyId, tool: undefined, rule: { requests, perSeconds }, times: 1 });
-
-/** The most admissions any interval of `ms` holds, over sorted times. */
-function densest(times: readonly number[], ms: number): number {
-  let most = 0;
-  let start = 0;
-  for (let end = 0; end < times.length; end++) {
-    while (times[end]! - times[start]! >= ms) start++;
-    most = Math.max(most, end - start + 1);
-  }
-  return most;
-}
 
 describeWithRedis('SharedRateLimiter: one count for every replica, through Redis', () => {
   const prefix = `gh-test-${randomBytes(4).toString('hex')}:`;

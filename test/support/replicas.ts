@@ -2,6 +2,9 @@
 import { expect, vi } from 'vitest';
 import { startGateway, type GatewayProcess } from './gateway-process.ts';
 import { request } from './http.ts';
+import { startOrigin, type Origin } from './origin.ts';
+import { createTestDatabase, redisUrl, type TestDatabase } from './services.ts';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy.ts';
 
 /** Starts `count` gateways with the same environment (one database, one Redis), in parallel. */
 export async function startReplicas(count: number, env: Record<string, string>): Promise<GatewayProcess[]> {
@@ -9,6 +12,45 @@ export async function startReplicas(count: number, env: Record<string, string>):
   const first = await startGateway(env);
   const rest = await Promise.all(Array.from({ length: count - 1 }, () => startGateway(env)));
   return [first, ...rest];
+}
+
+/** Three replicas on a fresh PostgreSQL database and the tests' Redis, in front of a recording origin. */
+export interface RelayedReplicas {
+  database: TestDatabase;
+  origin: Origin;
+  /** Replica 0 reaches Redis through it: `cut()` takes Redis out of that replica's reach alone. */
+  relay: TcpProxy;
+  replicas: GatewayProcess[];
+  /** Stops everything it started, whatever did start. */
+  close(): Promise<void>;
+}
+
+/** Starts three replicas, replica 0 through a relay to Redis, and waits until every one is subscribed. */
+export async function startRelayedReplicas(): Promise<RelayedReplicas> {
+  const database = await createTestDatabase();
+  const origin = await startOrigin();
+  const redis = new URL(redisUrl()!);
+  const relay = await startTcpProxy({ host: redis.hostname, port: Number(redis.port || 6379) });
+  const env = { DATABASE_URL: database.url, REDIS_URL: redisUrl()!, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' };
+  const throughRelay = new URL(redisUrl()!);
+  throughRelay.host = `127.0.0.1:${relay.port}`;
+  const replicas: GatewayProcess[] = [];
+  const close = async () => {
+    await Promise.all(replicas.map((replica) => replica.stop()));
+    await relay.close();
+    await origin.close();
+    await database.drop();
+  };
+  try {
+    // The first alone: it migrates and bootstraps the admin.
+    replicas.push(await startGateway({ ...env, REDIS_URL: throughRelay.toString() }));
+    replicas.push(...(await Promise.all([startGateway(env), startGateway(env)])));
+    await waitForRedis(replicas, 'ok');
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { database, origin, relay, replicas, close };
 }
 
 /** The event route of the default table: any key with `events:write` may post to it. */
