@@ -242,6 +242,12 @@ export class SharedRateLimiter implements RateLimiter {
     if (lease === undefined) {
       lease = new Lease(subject, charge.rule);
       this.#leases.set(subject, lease);
+    } else if (lease.rule.requests !== charge.rule.requests || lease.rule.perSeconds !== charge.rule.perSeconds) {
+      // The limit changed (a PATCH, in force before its answer): what was leased or refused under the old one is not used.
+      this.#giveBack(lease);
+      lease.rule = charge.rule;
+      lease.refusedUntil = 0;
+      lease.want = 1;
     }
     return lease;
   }

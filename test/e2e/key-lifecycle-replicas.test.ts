@@ -134,6 +134,13 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('key lifecycle on
       expected: { status: 401, code: 'disabled_credential' },
     },
     {
+      // Every replica holds slots leased under the old limit: none is used once the answer is out.
+      kind: 'rate limit lowered',
+      create: { scopes: ['events:write'], rate_limit: { requests: 100_000, per_seconds: 60 } },
+      change: (id) => patch(id, { rate_limit: { requests: 1, per_seconds: 60 } }),
+      expected: { status: 429, code: 'rate_limited' },
+    },
+    {
       kind: 'rotated with grace 0',
       create: { scopes: ['events:write'] },
       change: (id) => rotate(id, 0),

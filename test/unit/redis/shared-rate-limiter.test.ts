@@ -91,3 +91,22 @@ describe('SharedRateLimiter: when Redis does not answer as it should', () => {
     rates.close();
   });
 });
+
+describe('SharedRateLimiter: a changed limit', () => {
+  it('stops using what it leased under the old limit: given back, and the new limit leased', async () => {
+    const redis = new ScriptedRedis();
+    redis.lease = () => Promise.resolve([10, 90, 0, 60_000]);
+    const { rates } = limiter(redis);
+    expect(await rates.take([charge])).toMatchObject({ admitted: true });
+    // Nine slots of the old lease are left; the limit is lowered to five.
+    const lowered: Charge = { ...charge, rule: { requests: 5, perSeconds: 60 } };
+    redis.lease = () => Promise.resolve([0, 0, 30_000, 30_000]);
+    expect(await rates.take([lowered])).toMatchObject({ admitted: false, retryAfter: 30 });
+    const calls = redis.sent.map((call) => call.script);
+    expect(calls).toEqual(['lease', 'return', 'lease']);
+    // The old lease went back with the one slot it used; the new one asked under the new limit.
+    expect(redis.sent[1]!.args[3]).toBe(1);
+    expect(redis.sent[2]!.args.slice(2, 4)).toEqual([5, 60_000]);
+    rates.close();
+  });
+});
