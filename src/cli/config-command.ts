@@ -37,7 +37,11 @@ export const configCheck: Command = {
       effective.routes.map((route) => [route.name, route.path, route.methods, route.credential, route.scope ?? route.mcp ?? null]),
     );
     io.stdout.write(`\nMCP tools (${effective.files.mcp_tools}):\n`);
-    printTable(io, ['TOOL', 'SCOPE', 'LICENSED FEATURE'], effective.mcp_tools.map((tool) => [tool.name, tool.scope, tool.feature]));
+    printTable(
+      io,
+      ['TOOL', 'SCOPE', 'LICENSED FEATURE', 'RATE LIMIT PER KEY'],
+      effective.mcp_tools.map((tool) => [tool.name, tool.scope, tool.feature, tool.rate_limit === null ? null : `${tool.rate_limit.requests} per ${tool.rate_limit.per_seconds} s`]),
+    );
     io.stdout.write(
       `\nscopes a key may be granted: ${effective.known_scopes.join(' ')}\n` +
         `licence: api_keys ${effective.licence.api_keys ?? 'no cap'}; features ${effective.licence.features.join(', ') || 'none'}\n`,
@@ -45,6 +49,13 @@ export const configCheck: Command = {
     return EXIT_OK;
   },
 };
+
+/** A parsed value as read back by people: a list comma-separated, a rate limit as `N per S s`. */
+function shown(value: Env[keyof Env]): string {
+  if (Array.isArray(value)) return value.join(',');
+  if (typeof value === 'object' && value !== null && 'requests' in value) return `${value.requests} per ${value.perSeconds} s`;
+  return String(value);
+}
 
 /** The configuration as `serve` would run with it, secrets masked; what `config check` prints. */
 export function effectiveConfig(config: Config, source: Record<string, string | undefined>) {
@@ -54,7 +65,7 @@ export function effectiveConfig(config: Config, source: Record<string, string | 
     const unit = UNITS[name as keyof Env];
     return {
       name,
-      value: value === undefined ? null : SECRETS.has(name) ? mask(String(value)) : `${Array.isArray(value) ? value.join(',') : String(value)}${unit ? ` ${unit}` : ''}`,
+      value: value === undefined ? null : SECRETS.has(name) ? mask(String(value)) : `${shown(value)}${unit ? ` ${unit}` : ''}`,
       source: set ? 'env' : value === undefined ? 'unset' : 'default',
     };
   });
@@ -71,7 +82,10 @@ export function effectiveConfig(config: Config, source: Record<string, string | 
       scope: route.scope ?? null,
       mcp: route.mcp ?? null,
     })),
-    mcp_tools: [...config.tables.mcp.tools.values()].map((tool) => ({ name: tool.name, scope: tool.scope, feature: tool.feature ?? null })),
+    mcp_tools: [...config.tables.mcp.tools.values()].map((tool) => {
+      const limit = config.tables.mcp.limits.get(tool.name);
+      return { name: tool.name, scope: tool.scope, feature: tool.feature ?? null, rate_limit: limit === undefined ? null : { requests: limit.requests, per_seconds: limit.perSeconds } };
+    }),
     known_scopes: [...config.knownScopes].sort(),
     licence: { api_keys: config.licence.apiKeys, features: [...config.licence.features] },
   };

@@ -206,6 +206,7 @@ describe('gatehouse config check', () => {
       ADMIN_PASSWORD: 'admin-secret-5',
       LICENSE_API_KEYS: '25',
       LICENSE_FEATURES: 'events,recall',
+      DEFAULT_KEY_RATE_LIMIT: '600/1m',
     };
     const json = await runCli(['config', 'check', '--json'], env);
     expect(json.code, json.stderr).toBe(OK);
@@ -227,6 +228,9 @@ describe('gatehouse config check', () => {
     expect(effective.licence).toEqual({ api_keys: 25, features: ['events', 'recall'] });
     expect(effective.routes.map((route: any) => route.name)).toEqual(['events', 'mcp', 'admin']);
     expect(effective.mcp_tools).toHaveLength(9);
+    expect(effective.mcp_tools[0]).toEqual({ name: 'place_outbound_call', scope: 'mcp:calls', feature: null, rate_limit: null });
+    expect(variable('DEFAULT_KEY_RATE_LIMIT')).toEqual({ name: 'DEFAULT_KEY_RATE_LIMIT', value: '600 per 60 s', source: 'env' });
+    expect(plain.stdout).toMatch(/^DEFAULT_KEY_RATE_LIMIT\s+600 per 60 s\s+env$/m);
     expect(plain.stdout).toContain('configuration is valid');
   });
 
