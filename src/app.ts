@@ -120,6 +120,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     licence: config.licence,
     now,
     limiter,
+    rateLimited: (limit) => metrics.rateLimited(limit),
     usage,
     observe: ({ allowed, code, credential, route, seconds }) => metrics.decision(allowed ? 'allow' : 'deny', code ?? 'allowed', credential, route ?? 'other', seconds),
     mcp: { allowedOrigins: new Set(config.env.MCP_ALLOWED_ORIGINS), toolHeaders },
@@ -153,9 +154,8 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
 
 /** The rate limits' count: shared by the replicas through Redis when there is one, else this process's own. */
 function rateLimiterOf(redis: RedisTier | undefined, metrics: Metrics, now: () => number, log: FastifyBaseLogger): RateLimiter {
-  const observe = { refused: (limit: 'key' | 'tool') => metrics.rateLimited(limit), fallback: () => metrics.rateLimitFallback() };
-  if (redis === undefined) return new LocalRateLimiter({ now, observe });
-  return redis.rateLimiter({ now, observe, onError: (error) => log.debug({ err: error }, 'rate limit counted by this replica alone: Redis did not answer') });
+  if (redis === undefined) return new LocalRateLimiter({ now });
+  return redis.rateLimiter({ now, observe: { fallback: () => metrics.rateLimitFallback() }, onError: (error) => log.debug({ err: error }, 'rate limit counted by this replica alone: Redis did not answer') });
 }
 
 function connectionLimits({ env }: Config) {

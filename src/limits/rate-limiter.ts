@@ -1,4 +1,4 @@
-import type { Charge, Counted, LimitKind, Quota } from '../policy/rate-limits.ts';
+import type { Charge, Counted, Quota } from '../policy/rate-limits.ts';
 import { SlidingLog } from './sliding-log.ts';
 
 /**
@@ -16,16 +16,9 @@ export interface RateLimiter {
   close(): void;
 }
 
-/** Told of what the metrics count: each request refused by a limit, and each counted on a replica's own after Redis failed. */
-export interface RateLimitObserver {
-  refused?(limit: LimitKind): void;
-  fallback?(): void;
-}
-
 export interface LocalRateLimiterOptions {
   /** A clock in milliseconds that never goes backwards; tests step it. Default `performance.now()`. */
   now?: () => number;
-  observe?: RateLimitObserver;
   /** How often logs with nothing left in them are dropped. Default a minute. */
   sweepMs?: number;
 }
@@ -39,7 +32,6 @@ const DEFAULT_SWEEP_MS = 60_000;
  */
 export class LocalRateLimiter implements RateLimiter {
   readonly #now: () => number;
-  readonly #observe: RateLimitObserver;
   /** Key id → its own limit's log; keyed by number, so the events path allocates no key. */
   readonly #keys = new Map<number, SlidingLog>();
   /** `<key id> <tool>` → that tool's log for that key. */
@@ -48,7 +40,6 @@ export class LocalRateLimiter implements RateLimiter {
 
   constructor(options: LocalRateLimiterOptions = {}) {
     this.#now = options.now ?? (() => performance.now());
-    this.#observe = options.observe ?? {};
     this.#sweep = setInterval(() => this.sweep(), options.sweepMs ?? DEFAULT_SWEEP_MS);
     this.#sweep.unref();
   }
@@ -65,7 +56,6 @@ export class LocalRateLimiter implements RateLimiter {
       retryMs = Math.max(retryMs, log.retryMs(charge.times, charge.rule, now));
     }
     if (refused !== undefined) {
-      this.#observe.refused?.(refused.limit);
       return { admitted: false, refused, retryAfter: Math.max(1, Math.ceil(retryMs / 1000)), quotas: charges.map((charge) => this.#quota(charge, now)) };
     }
     for (const charge of charges) this.#logOf(charge).add(charge.times, charge.rule, now);

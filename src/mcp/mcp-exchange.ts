@@ -6,7 +6,7 @@ import { toGatewayError } from '../http/error-handler.ts';
 import { GATEWAY_RATE_LIMIT_FIELDS } from '../http/rate-limit-headers.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';
-import type { Authorized, ObservedDecision, RequestPipeline } from '../pipeline/request-pipeline.ts';
+import type { Authorized, ObservedDecision, RequestPipeline, Uncounted } from '../pipeline/request-pipeline.ts';
 import type { JsonRpcBody } from './json-rpc-body.ts';
 import { mcpRefusalResponse, mcpRequestRefusal, type McpRefusal, type McpRefusalResponse } from './json-rpc-error.ts';
 
@@ -23,6 +23,8 @@ export interface Exchange {
   body?: JsonRpcBody;
   /** The binding key of the session the request presented (`streamable:…`, `legacy:…`). */
   session?: string;
+  /** Allowed by every rule but its rate limits: counted once its session is checked. */
+  uncounted?: Uncounted;
 }
 
 /** A step of an exchange, handed on to the next once it is done. */

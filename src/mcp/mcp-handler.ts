@@ -71,7 +71,7 @@ const DEFAULT_STREAM_BINDING_REFRESH_MS = 15 * 60_000;
  * JSON-RPC error.
  *
  * Each step has a module of its own: reading and deciding the request (request-reading.ts),
- * the session check and booking (session-gate.ts), relaying and filtering the answer
+ * the session check and booking (session-gate.ts), counting its rate limits (request-reading.ts), relaying and filtering the answer
  * (answer-relay.ts, event-stream-relay.ts), the JSON-RPC replies (mcp-exchange.ts).
  */
 export function createMcpHandler(options: McpOptions): McpHandler {
@@ -100,7 +100,9 @@ export function createMcpHandler(options: McpOptions): McpHandler {
     toolHeaders: options.toolHeaders,
   });
   const forward: ExchangeStep = (exchange) => relay.forward(exchange);
-  const checkSession: ExchangeStep = (exchange) => sessions.check(exchange, forward);
+  // The rate limits last: a request refused for its session is not counted.
+  const count: ExchangeStep = (exchange) => reading.count(exchange, forward);
+  const checkSession: ExchangeStep = (exchange) => sessions.check(exchange, count);
   const read: ExchangeStep = (exchange) => reading.read(exchange, checkSession);
   const door: McpDoor = { pipeline, log, replies, read };
   return {
@@ -135,8 +137,9 @@ function serve({ pipeline, log, replies, read }: McpDoor, arrival: Arrival, path
     sendError(response, error, requestId, log);
   };
   const admit = (verdict: Verdict) => {
+    // A limited key's answer tells its limits whatever it turns out to be; the exchange sets them again once counted.
+    setRateLimitHeaders(response, verdict.quotas);
     if (!verdict.allow) {
-      setRateLimitHeaders(response, verdict.quotas);
       refuseCredential(errorOf(verdict));
       return;
     }

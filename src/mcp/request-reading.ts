@@ -1,7 +1,7 @@
 import type { McpTransport } from '../config/tables.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { setRateLimitHeaders } from '../http/rate-limit-headers.ts';
-import type { RequestPipeline, Settled } from '../pipeline/request-pipeline.ts';
+import type { RequestPipeline, Settled, Uncounted } from '../pipeline/request-pipeline.ts';
 import { assertJsonBodyHeaders, parseJsonRpcBody } from './json-rpc-body.ts';
 import { hasBody, type Exchange, type ExchangeReplies, type ExchangeStep } from './mcp-exchange.ts';
 import type { ToolParamHeaders } from './tool-param-headers.ts';
@@ -16,7 +16,7 @@ export const SERVED_METHODS: Record<McpTransport, readonly string[]> = {
 const EMPTY = Buffer.alloc(0);
 
 export interface RequestReadingOptions {
-  readonly pipeline: Pick<RequestPipeline, 'decideExchange'>;
+  readonly pipeline: Pick<RequestPipeline, 'decideExchange' | 'countExchange'>;
   readonly replies: ExchangeReplies;
   /** Largest JSON-RPC body read, in bytes (`BODY_LIMIT`). */
   readonly bodyLimit: number;
@@ -94,10 +94,27 @@ export class RequestReading {
     this.#settle(exchange, this.#options.pipeline.decideExchange(exchange.authorized, exchange.request, messages, batch), next);
   }
 
-  /** The exchange's decision (a promise when a shared rate limit had to be asked): on to `next`, or refused. The answer carries the limits it was counted against. */
-  #settle(exchange: Exchange, settled: Settled | Promise<Settled>, next: ExchangeStep): void {
+  /**
+   * The rate limits of an exchange every other rule allowed, counted once its session is known
+   * to be its key's (the step after the session check): a request refused for its session
+   * counts nothing. On to `next`, or refused; the answer carries the limits it was counted against.
+   */
+  count(exchange: Exchange, next: ExchangeStep): void {
+    const uncounted = exchange.uncounted;
+    if (uncounted === undefined) next(exchange);
+    else this.#settle(exchange, this.#options.pipeline.countExchange(uncounted), next);
+  }
+
+  /** The exchange's decision (a promise when a shared rate limit had to be asked): on to `next`, or refused. */
+  #settle(exchange: Exchange, settled: Settled | Uncounted | Promise<Settled>, next: ExchangeStep): void {
     const { replies } = this.#options;
-    const go = (decision: Settled) => {
+    const go = (decision: Settled | Uncounted) => {
+      if (decision.allow === 'count') {
+        // Allowed by every rule but the limits, counted after the session check (`count`).
+        exchange.uncounted = decision;
+        next(exchange);
+        return;
+      }
       setRateLimitHeaders(exchange.response, decision.quotas);
       if (decision.allow) next(exchange);
       else replies.refuse(exchange, decision);

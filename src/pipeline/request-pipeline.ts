@@ -9,7 +9,7 @@ import { deny, type Allow, type Deny } from '../policy/denial.ts';
 import type { McpHeaders, ToolHeaderLookup } from '../policy/mcp-headers.ts';
 import type { McpRequestFacts } from '../policy/mcp-request.ts';
 import type { AdminPrincipal, Principal } from '../policy/principal.ts';
-import { keyChargeOf, type Counted, type Quota } from '../policy/rate-limits.ts';
+import { keyChargeOf, type Charge, type Counted, type LimitKind, type Quota } from '../policy/rate-limits.ts';
 import type { CompiledRoute, RouteMatch, RouteMatcher } from '../policy/routes.ts';
 import { mcpHeadersOf } from './mcp-headers-of.ts';
 import { presentedKindOf, type Authenticable, type Authentication, type Authenticator } from './authenticate.ts';
@@ -25,7 +25,10 @@ export interface Authorized {
   readonly principal: Principal | null;
   /** MCP routes: the request's MCP headers, read once for every rule that needs them. */
   readonly mcpHeaders?: McpHeaders;
-  /** The rate limits the request was counted against, for the `RateLimit` headers of its answer. */
+  /**
+   * The rate limits the request was counted against, for the `RateLimit` headers of its answer;
+   * on an MCP path (counted at its exchange), the key's own limit as it stands.
+   */
   readonly quotas?: readonly Quota[];
 }
 
@@ -36,6 +39,16 @@ export type Verdict = Authorized | Refusal;
 
 /** An MCP exchange's decision: allowed or refused, with the rate limits it was counted against. */
 export type Settled = (Allow | Deny) & { readonly quotas?: readonly Quota[] };
+
+/**
+ * An exchange every rule allows but its rate limits, which are counted last (`countExchange`),
+ * once nothing else can refuse it (its MCP session).
+ */
+export interface Uncounted {
+  readonly allow: 'count';
+  readonly input: DecisionInput & { readonly principal: Principal };
+  readonly charges: readonly Charge[];
+}
 
 /** At once when everything the decision needs is cached; else once the credential is authenticated. Rejects only on failure. */
 export type Authorization = Verdict | Promise<Verdict>;
@@ -57,6 +70,8 @@ export interface PipelineDeps {
   now: () => Date;
   /** Counts the requests of keys and tools with a rate limit (`decide()` names what to count). */
   limiter: RateLimiter;
+  /** Told of every request refused by a rate limit, and which (the rate-limit metric). */
+  rateLimited?: (limit: LimitKind) => void;
   /** Told of every key a decision accepted as a credential (write-behind `last_used_at`). */
   usage?: { record(keyId: number, at: number): void };
   /** Told of every decision, allowed or refused (the decision metrics). */
@@ -127,11 +142,16 @@ export class RequestPipeline {
    * An MCP exchange, decided for the principal its credential was already allowed as: its
    * headers (protocol version, and with a body the headers that mirror it) and its messages.
    */
-  decideExchange(authorized: Authorized, request: IncomingMessage, messages?: readonly unknown[], batch = false): Settled | Promise<Settled> {
+  decideExchange(authorized: Authorized, request: IncomingMessage, messages?: readonly unknown[], batch = false): Settled | Uncounted {
     const { route, params, principal } = authorized;
     const { licence, now } = this.#deps;
     const mcpRequest = { ...this.#mcpFacts(request, true, authorized.mcpHeaders), batch };
-    return this.#settle({ route, params, credential: principal!.kind, principal: principal!, licence, now: now(), mcpMessages: messages, mcpRequest });
+    return this.#decideOnce({ route, params, credential: principal!.kind, principal: principal!, licence, now: now(), mcpMessages: messages, mcpRequest });
+  }
+
+  /** Counts an exchange's rate limits, and decides it on what was counted. */
+  countExchange(uncounted: Uncounted): Settled | Promise<Settled> {
+    return this.#count(uncounted);
   }
 
   #mcpFacts(request: IncomingMessage, exchange: boolean, headers?: McpHeaders): McpRequestFacts {
@@ -191,32 +211,48 @@ export class RequestPipeline {
       if (!decision.allow) return decision;
       const quotas = decision.quotas;
       if (mcpRequest === undefined) return quotas === undefined ? { allow: true, route, params, principal } : { allow: true, route, params, principal, quotas };
-      return { allow: true, route, params, principal, mcpHeaders: mcpRequest.headers };
+      // An MCP request is counted at its exchange; until then, a refusal of its method or body tells the key's limit as it stands.
+      const standing = principal.kind === 'api_key' ? keyChargeOf(principal) : undefined;
+      const mcpHeaders = mcpRequest.headers;
+      return standing === undefined ? { allow: true, route, params, principal, mcpHeaders } : { allow: true, route, params, principal, mcpHeaders, quotas: [this.#deps.limiter.peek(standing)] };
     };
     return settled instanceof Promise ? settled.then(verdict) : verdict(settled);
   }
 
-  /**
-   * `decide()` on a principal, and when it asks to count (the request is limited), the limiter's
-   * count and `decide()` again on what it counted. A refusal of a key with a limit of its own
-   * carries that limit's state, counted or not. `usage`: told of a key the decision accepted as a
-   * credential (allowed, refused 403 or 429; not a revoked or expired key).
-   */
+  /** `decide()` on a principal, and when it asks to count (the request is limited), the count. */
   #settle(input: DecisionInput & { readonly principal: Principal }, usage?: PipelineDeps['usage']): Settled | Promise<Settled> {
+    const decision = this.#decideOnce(input, usage);
+    return decision.allow === 'count' ? this.#count(decision) : decision;
+  }
+
+  /**
+   * `decide()` on a principal: allowed, refused, or to be counted. A refusal of a key with a
+   * limit of its own carries that limit's state, counted or not. `usage`: told of a key the
+   * decision accepted as a credential (allowed, refused 403 or 429; not a revoked or expired key).
+   */
+  #decideOnce(input: DecisionInput & { readonly principal: Principal }, usage?: PipelineDeps['usage']): Settled | Uncounted {
     const { tables, limiter } = this.#deps;
     const decision = decide(input, tables);
     const { principal } = input;
     if (usage !== undefined && principal.kind === 'api_key' && (decision.allow !== false || decision.status !== 401)) usage.record(principal.keyId, input.now.getTime());
     if (decision.allow === true) return decision;
     if (decision.allow === false) {
+      // Refused by a limit before anything was counted: a batch calling a tool more often than its limit allows.
+      if (decision.code === 'rate_limited') this.#deps.rateLimited?.('tool');
       const charge = principal.kind === 'api_key' ? keyChargeOf(principal) : undefined;
       return charge === undefined ? decision : { ...decision, quotas: [limiter.peek(charge)] };
     }
-    const counted = limiter.take(decision.charges);
+    return { allow: 'count', input, charges: decision.charges };
+  }
+
+  /** The limiter's count of the charges, and `decide()` again on what it counted. */
+  #count({ input, charges }: Uncounted): Settled | Promise<Settled> {
+    const counted = this.#deps.limiter.take(charges);
     return counted instanceof Promise ? counted.then((settled) => this.#afterCount(input, settled)) : this.#afterCount(input, counted);
   }
 
   #afterCount(input: DecisionInput, counted: Counted): Settled {
+    if (!counted.admitted) this.#deps.rateLimited?.(counted.refused.limit);
     const decision = decide({ ...input, counted }, this.#deps.tables);
     if (decision.allow === 'count' || decision.allow === 'authenticate') throw new Error('decide() asked again once the charges were counted');
     return decision.allow ? { allow: true, quotas: counted.quotas } : { ...decision, quotas: counted.quotas };

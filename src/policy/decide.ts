@@ -130,6 +130,12 @@ function decideKeyRules(input: DecisionInput, key: ApiKeyPrincipal, tables: Tabl
 function decideLimits(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables): Allow | Deny | Count {
   const charges = chargesOf(key, input.mcpMessages, tables);
   if (charges.length === 0) return ALLOW;
+  // A batch calling a tool more often than its limit allows in a whole interval: no wait would let it through.
+  const never = charges.find((charge) => charge.times > charge.rule.requests);
+  if (never !== undefined) {
+    const detail = `The batch calls ${never.tool} ${never.times} times; its rate limit allows ${never.rule.requests} per ${never.rule.perSeconds} s`;
+    return naming(deny('rate_limited', detail, { retryAfter: never.rule.perSeconds }), never.tool, input.mcpMessages);
+  }
   const counted = input.counted;
   if (counted === undefined) return { allow: 'count', charges };
   if (counted.admitted) return ALLOW;
@@ -137,9 +143,13 @@ function decideLimits(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables
   const { requests, perSeconds } = refused.rule;
   const rule = `${requests} per ${perSeconds} s`;
   if (refused.tool === undefined) return deny('rate_limited', `The API key's rate limit is reached (${rule})`, { retryAfter });
-  const refusal = deny('rate_limited', `The rate limit of ${refused.tool} for this API key is reached (${rule})`, { retryAfter });
-  const messages = input.mcpMessages ?? [];
-  const index = messages.findIndex((message) => calledTool(message) === refused.tool);
+  return naming(deny('rate_limited', `The rate limit of ${refused.tool} for this API key is reached (${rule})`, { retryAfter }), refused.tool, input.mcpMessages);
+}
+
+/** A tool limit's refusal names the first call of that tool in the body. */
+function naming(refusal: Deny, tool: string | undefined, mcpMessages: readonly unknown[] | undefined): Deny {
+  const messages = mcpMessages ?? [];
+  const index = messages.findIndex((message) => calledTool(message) === tool);
   if (index === -1) return refusal;
   const messageId = idOf(messages[index]);
   return messageId === undefined ? { ...refusal, messageIndex: index } : { ...refusal, messageIndex: index, messageId };

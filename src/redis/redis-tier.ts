@@ -5,8 +5,7 @@ import { closeRedisConnection, createRedisConnection } from './connection.ts';
 import { RedisFailureLimiter } from './failure-limiter.ts';
 import { DEFAULT_REDIS_PREFIX, RedisIdentityTier } from './identity-tier.ts';
 import { RevocationBus, type RevocationBusEvent } from './revocation-bus.ts';
-import type { RateLimitObserver } from '../limits/rate-limiter.ts';
-import { SharedRateLimiter } from './shared-rate-limiter.ts';
+import { SharedRateLimiter, type RateLimitObserver } from './shared-rate-limiter.ts';
 import { RedisSigner } from './signer.ts';
 
 /** Settings in the store, so every replica on one database holds the same secrets without configuration. */

@@ -1,23 +1,25 @@
 import type { Redis } from 'ioredis';
-import { LocalRateLimiter, type RateLimiter, type RateLimitObserver } from '../limits/rate-limiter.ts';
+import { LocalRateLimiter, type RateLimiter } from '../limits/rate-limiter.ts';
 import type { Charge, Counted, Quota, RateRule } from '../policy/rate-limits.ts';
 import { DEFAULT_REDIS_PREFIX } from './identity-tier.ts';
 import { isLateAnswer } from './late-answer.ts';
+import { groupMsOf, Lease, leaseMsOf } from './rate-lease.ts';
 import { LEASE, RETURN } from './rate-lease-scripts.ts';
 
-/** The longest a lease lasts; shorter for short intervals (a twentieth of one). */
-const MAX_LEASE_MS = 1_000;
-const LEASE_FRACTION = 20;
-/** A replica leases at most this fraction of a limit at once, so every replica gets its share. */
-const BATCH_FRACTION = 10;
-/** Returned slots are grouped by periods of this fraction of the interval (a bounded number of entries). */
-const GROUPS_PER_INTERVAL = 64;
 /** Leases asked for one request before it is refused (each grant serves at least one waiting request). */
 const MAX_ROUNDS = 16;
-/** The most slots one lease asks for (a tenth of the largest limit). */
-const MAX_WANT = 100_000;
 /** Retry-After when Redis answered too late to know whether it granted anything. */
 const LATE_ANSWER_RETRY_S = 1;
+/**
+ * A refusal from Redis is answered from memory for at most this fraction of a lease: slots
+ * another replica holds unused come back when its lease lapses, sooner than the wait Redis told.
+ */
+const REFUSAL_MEMORY_FRACTION = 4;
+
+/** Told of what the metrics count: each request counted on this replica's own because Redis could not be reached. */
+export interface RateLimitObserver {
+  fallback?(): void;
+}
 
 export interface SharedRateLimiterOptions {
   redis: Redis;
@@ -31,47 +33,15 @@ export interface SharedRateLimiterOptions {
   onError?: (error: unknown) => void;
 }
 
-/** A subject's lease on this replica, and what the last answer from Redis said. */
-class Lease {
-  /** The current lease's member in Redis; undefined when none is held. */
-  member: string | undefined = undefined;
-  granted = 0;
-  used = 0;
-  /** `performance.now()` until which its slots may be used. */
-  deadline = 0;
-  timer: NodeJS.Timeout | undefined = undefined;
-  /** Slots asked for next time: doubled when a lease runs out early, cut to what was used when it lapses. */
-  want = 1;
-  /** Requests waiting for a lease, so the next one asks for enough. */
-  waiting = 0;
-  refill: Promise<void> | undefined = undefined;
-  /** The shared count's room after the last grant, and when its oldest entry stops counting. */
-  sharedLeft = 0;
-  resetAt = 0;
-  /** Redis granted nothing: refused here until then, at the latest until `retryAt`. */
-  refusedUntil = 0;
-  retryAt = 0;
-  rule: RateRule;
-  readonly subject: string;
-
-  constructor(subject: string, rule: RateRule) {
-    this.subject = subject;
-    this.rule = rule;
-  }
-
-  slotsAt(now: number): number {
-    return this.member !== undefined && now < this.deadline ? this.granted - this.used : 0;
-  }
-}
-
 /**
  * A rate limit counted by every replica together through Redis, exactly (docs/replicas.md,
  * "Rate limits"; docs/adr/0025-rate-limits.md). A replica leases slots from the shared count in
  * batches and admits from its lease with no round trip; a lease's slots count in Redis from
  * the moment they are granted until an interval after the last moment they could have been
  * used, so the replicas together never admit more than the limit in any interval, whatever
- * the concurrency. Slots a replica does not use are given back when its lease lapses (a
- * twentieth of the interval, a second at most), so the others can have them.
+ * the concurrency. A lease is given back when it is used up or lapses (a twentieth of the
+ * interval, a second at most): its unused slots go back to the others at once, its used ones
+ * are stamped with when they were used.
  *
  * Redis not connected, or failing: the request is counted by this replica's own log at the
  * full limit (`fallback` observed). Redis answering too late to know whether it granted: the
@@ -94,7 +64,7 @@ export class SharedRateLimiter implements RateLimiter {
     this.#replicaId = options.replicaId;
     this.#observe = options.observe ?? {};
     this.#onError = options.onError ?? (() => {});
-    this.#local = new LocalRateLimiter({ ...(options.now === undefined ? {} : { now: options.now }), observe: this.#observe });
+    this.#local = new LocalRateLimiter(options.now === undefined ? {} : { now: options.now });
     this.#sweep = setInterval(() => this.#dropIdle(), 60_000);
     this.#sweep.unref();
   }
@@ -104,8 +74,10 @@ export class SharedRateLimiter implements RateLimiter {
     return this.#fromLeases(charges, performance.now()) ?? this.#afterLeasing(charges);
   }
 
+  /** As this replica knows it: its room at the last answer from Redis, and its lease's slots. */
   peek(charge: Charge): Quota {
-    const lease = this.#leases.get(subjectOf(charge));
+    const { requests, perSeconds } = charge.rule;
+    const lease = this.#leases.get(`${subjectOf(charge)} ${requests}/${perSeconds}`);
     if (lease === undefined || this.#redis.status !== 'ready') return this.#local.peek(charge);
     return quotaOf(charge, lease, performance.now());
   }
@@ -120,18 +92,25 @@ export class SharedRateLimiter implements RateLimiter {
   #fromLeases(charges: readonly Charge[], now: number): Counted | undefined {
     const leases = charges.map((charge) => this.#leaseOf(charge));
     let lacking = false;
+    let refused: Charge | undefined;
+    let retryAt = 0;
     for (let i = 0; i < charges.length; i++) {
       const lease = leases[i]!;
       if (lease.slotsAt(now) >= charges[i]!.times) continue;
-      if (lease.refusedUntil > now) return this.#refused(charges[i]!, Math.ceil((lease.retryAt - now) / 1000), charges, now);
-      lacking = true;
+      if (lease.refusedUntil <= now) lacking = true;
+      else {
+        // Every charge must pass: the retry is when the last of the refusing ones would.
+        refused ??= charges[i];
+        retryAt = Math.max(retryAt, lease.retryAt);
+      }
     }
+    if (refused !== undefined) return this.#refused(refused, Math.ceil((retryAt - now) / 1000), charges, now);
     if (lacking) return undefined;
     const quotas = charges.map((charge, i) => {
       const lease = leases[i]!;
-      lease.used += charge.times;
+      lease.use(charge.times, now);
       const quota = quotaOf(charge, lease, now);
-      // Used up: given back at once, stamped now, so its slots stop counting as early as they can.
+      // Used up: given back at once, so its slots are stamped as early as they can be.
       if (lease.used === lease.granted) this.#giveBack(lease);
       return quota;
     });
@@ -140,9 +119,10 @@ export class SharedRateLimiter implements RateLimiter {
 
   /** Leases what is lacking, then counts; again while leases come in and other requests took them first. */
   async #afterLeasing(charges: readonly Charge[]): Promise<Counted> {
+    let lacking: Charge[] = [];
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const now = performance.now();
-      const lacking = charges.filter((charge) => this.#leaseOf(charge).slotsAt(now) < charge.times);
+      lacking = charges.filter((charge) => this.#leaseOf(charge).slotsAt(now) < charge.times);
       try {
         await Promise.all(lacking.map((charge) => this.#refill(charge)));
       } catch (error) {
@@ -153,7 +133,7 @@ export class SharedRateLimiter implements RateLimiter {
       const counted = this.#fromLeases(charges, performance.now());
       if (counted !== undefined) return counted;
     }
-    return this.#refused(charges[0]!, 1, charges, performance.now());
+    return this.#refused(lacking[0] ?? charges[0]!, 1, charges, performance.now());
   }
 
   /** One lease asked for at a time per subject; every request lacking it waits for that one. */
@@ -161,74 +141,66 @@ export class SharedRateLimiter implements RateLimiter {
     const lease = this.#leaseOf(charge);
     lease.waiting += charge.times;
     try {
-      lease.refill ??= this.#lease(lease, charge.rule).finally(() => (lease.refill = undefined));
+      // Asked once the requests arriving with this one are waiting too, so that one lease serves them all.
+      lease.refill ??= Promise.resolve()
+        .then(() => this.#lease(lease))
+        .finally(() => (lease.refill = undefined));
       await lease.refill;
     } finally {
       lease.waiting -= charge.times;
     }
   }
 
-  async #lease(lease: Lease, rule: RateRule): Promise<void> {
-    const { subject } = lease;
+  async #lease(lease: Lease): Promise<void> {
+    const { rule } = lease;
+    const want = lease.wanted();
     // Its unused slots first: on this one connection, Redis runs the two in order.
     this.#giveBack(lease);
-    const member = `l:${this.#replicaId}:${++this.#sequence}`;
+    const name = `l:${this.#replicaId}:${++this.#sequence}`;
     const leaseMs = leaseMsOf(rule);
-    const want = Math.min(Math.max(1, Math.floor(rule.requests / BATCH_FRACTION)), Math.max(lease.want, lease.waiting));
     // Read before sending: Redis stamps the lease later than this, so it lapses here first.
     const sent = performance.now();
     let answer: number[];
     try {
-      answer = (await this.#redis.eval(LEASE, 2, ...this.#keys(subject), rule.requests, rule.perSeconds * 1000, want, leaseMs, member)) as number[];
+      answer = (await this.#redis.eval(LEASE, 1, this.#key(lease.subject), rule.requests, rule.perSeconds * 1000, want, leaseMs, name)) as number[];
     } catch (error) {
       // Too late to know whether it was granted: whatever was granted is given back.
-      if (isLateAnswer(error)) this.#return(subject, member, 0, rule);
+      if (isLateAnswer(error)) this.#return(lease.subject, `${name}:${want}`, [], rule);
       throw error;
     }
     const [granted, left, waitMs, resetMs] = answer.map(Number) as [number, number, number, number];
+    const member = `${name}:${granted}`;
     const now = performance.now();
-    lease.rule = rule;
     lease.sharedLeft = Math.max(0, left);
     lease.resetAt = now + resetMs;
     if (granted === 0) {
       lease.retryAt = now + waitMs;
-      lease.refusedUntil = now + Math.min(waitMs, leaseMs);
+      lease.refusedUntil = now + Math.min(waitMs, leaseMs / REFUSAL_MEMORY_FRACTION);
       return;
     }
-    lease.refusedUntil = 0;
-    lease.member = member;
-    lease.granted = granted;
-    lease.used = 0;
-    lease.deadline = sent + leaseMs;
+    lease.hold(member, granted, sent);
     lease.timer = setTimeout(() => this.#giveBack(lease), Math.max(0, lease.deadline - now));
     lease.timer.unref();
   }
 
-  /** Ends the lease held: unused slots stop counting, used ones count until an interval after now. */
+  /** Ends the lease held: unused slots stop counting, used ones count until an interval after their use. */
   #giveBack(lease: Lease): void {
-    const member = lease.member;
-    if (member === undefined) return;
-    clearTimeout(lease.timer);
-    lease.want = lease.used === lease.granted ? Math.min(lease.want * 2, MAX_WANT) : Math.max(1, lease.used);
-    const used = lease.used;
-    lease.member = undefined;
-    lease.granted = 0;
-    lease.used = 0;
-    this.#return(lease.subject, member, used, lease.rule);
+    const given = lease.release();
+    if (given !== undefined) this.#return(lease.subject, given.member, given.uses, lease.rule);
   }
 
-  #return(subject: string, member: string, used: number, rule: RateRule): void {
-    const groupMs = Math.max(1, Math.floor((rule.perSeconds * 1000) / GROUPS_PER_INTERVAL));
+  /** `uses`: flat `[ms after the lease was asked for, count, …]` of its used slots; none: all are given back unused. */
+  #return(subject: string, member: string, uses: readonly number[], rule: RateRule): void {
     // Not waited for: a lost return only keeps the lease's slots counted until it lapses in Redis.
-    this.#redis.eval(RETURN, 2, ...this.#keys(subject), member, used, groupMs).catch((error: unknown) => this.#onError(error));
+    this.#redis
+      .eval(RETURN, 1, this.#key(subject), member, leaseMsOf(rule), groupMsOf(rule), ...uses)
+      .catch((error: unknown) => this.#onError(error));
   }
 
   #refused(charge: Charge, retryAfter: number, charges: readonly Charge[], now: number): Counted {
-    this.#observe.refused?.(charge.limit);
-    const quotas = charges.map((each) =>
-      each === charge ? { charge, remaining: 0, resetSeconds: Math.min(charge.rule.perSeconds, Math.max(1, retryAfter)) } : quotaOf(each, this.#leaseOf(each), now),
-    );
-    return { admitted: false, refused: charge, retryAfter: Math.max(1, retryAfter), quotas };
+    const seconds = Math.max(1, retryAfter);
+    const quotas = charges.map((each) => (each === charge ? { charge, remaining: 0, resetSeconds: Math.min(charge.rule.perSeconds, seconds) } : quotaOf(each, this.#leaseOf(each), now)));
+    return { admitted: false, refused: charge, retryAfter: seconds, quotas };
   }
 
   #fallback(charges: readonly Charge[]): Counted {
@@ -236,38 +208,34 @@ export class SharedRateLimiter implements RateLimiter {
     return this.#local.take(charges);
   }
 
+  /**
+   * The lease of the charge's subject under the charge's own limit. A changed limit (a PATCH,
+   * in force before its answer) has a lease of its own: requests decided under the new limit
+   * never use slots leased under the old one, and requests still in flight under the old one
+   * do not take the new one's.
+   */
   #leaseOf(charge: Charge): Lease {
-    const subject = subjectOf(charge);
-    let lease = this.#leases.get(subject);
+    const { requests, perSeconds } = charge.rule;
+    const id = `${subjectOf(charge)} ${requests}/${perSeconds}`;
+    let lease = this.#leases.get(id);
     if (lease === undefined) {
-      lease = new Lease(subject, charge.rule);
-      this.#leases.set(subject, lease);
-    } else if (lease.rule.requests !== charge.rule.requests || lease.rule.perSeconds !== charge.rule.perSeconds) {
-      // The limit changed (a PATCH, in force before its answer): what was leased or refused under the old one is not used.
-      this.#giveBack(lease);
-      lease.rule = charge.rule;
-      lease.refusedUntil = 0;
-      lease.want = 1;
+      lease = new Lease(subjectOf(charge), charge.rule);
+      this.#leases.set(id, lease);
     }
     return lease;
   }
 
-  /** Subjects with no lease held, none being asked for and no refusal still in force are forgotten. */
+  /** Leases with none held, none being asked for and no refusal still in force are forgotten (a changed limit's old one too). */
   #dropIdle(): void {
     const now = performance.now();
-    for (const [subject, lease] of this.#leases) {
-      if (lease.member === undefined && lease.refill === undefined && lease.refusedUntil <= now) this.#leases.delete(subject);
+    for (const [id, lease] of this.#leases) {
+      if (lease.member === undefined && lease.refill === undefined && lease.refusedUntil <= now) this.#leases.delete(id);
     }
   }
 
-  #keys(subject: string): [string, string] {
-    return [`${this.#prefix}${subject}:z`, `${this.#prefix}${subject}:h`];
+  #key(subject: string): string {
+    return `${this.#prefix}${subject}`;
   }
-}
-
-/** A lease lasts a twentieth of the interval, a second at most. */
-function leaseMsOf(rule: RateRule): number {
-  return Math.min(MAX_LEASE_MS, Math.floor((rule.perSeconds * 1000) / LEASE_FRACTION));
 }
 
 function subjectOf(charge: Charge): string {

@@ -1,20 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { LocalRateLimiter } from '../../../src/limits/rate-limiter.ts';
-import type { Charge, LimitKind } from '../../../src/policy/rate-limits.ts';
+import type { Charge } from '../../../src/policy/rate-limits.ts';
 
 const keyCharge = (requests: number, perSeconds: number, keyId = 1): Charge => ({ limit: 'key', keyId, tool: undefined, rule: { requests, perSeconds }, times: 1 });
 const toolCharge = (tool: string, requests: number, perSeconds: number, times = 1, keyId = 1): Charge => ({ limit: 'tool', keyId, tool, rule: { requests, perSeconds }, times });
 
 function limiter() {
   const clock = { ms: 0 };
-  const refused: LimitKind[] = [];
-  const rates = new LocalRateLimiter({ now: () => clock.ms, observe: { refused: (limit) => void refused.push(limit) } });
-  return { rates, clock, refused };
+  const rates = new LocalRateLimiter({ now: () => clock.ms });
+  return { rates, clock };
 }
 
 describe('LocalRateLimiter', () => {
   it('admits the limit, refuses the next with the seconds until one more is admitted, and says what is left', () => {
-    const { rates, clock, refused } = limiter();
+    const { rates, clock } = limiter();
     const charge = keyCharge(10, 60);
     for (let i = 0; i < 10; i++) {
       clock.ms = i * 1000;
@@ -22,18 +21,16 @@ describe('LocalRateLimiter', () => {
     }
     clock.ms = 30_000;
     expect(rates.take([charge])).toEqual({ admitted: false, refused: charge, retryAfter: 30, quotas: [{ charge, remaining: 0, resetSeconds: 30 }] });
-    expect(refused).toEqual(['key']);
     clock.ms = 60_001;
     expect(rates.take([charge])).toMatchObject({ admitted: true, quotas: [{ remaining: 0 }] });
   });
 
   it('counts all of a request\'s charges or none: a tool refused uses up nothing of the key\'s limit', () => {
-    const { rates, refused } = limiter();
+    const { rates } = limiter();
     const key = keyCharge(5, 60);
     const tool = toolCharge('place_outbound_call', 1, 60);
     expect(rates.take([key, tool])).toMatchObject({ admitted: true });
     expect(rates.take([key, tool])).toMatchObject({ admitted: false, refused: tool, retryAfter: 60 });
-    expect(refused).toEqual(['tool']);
     // The key's own limit counted only the first request.
     expect(rates.peek(key)).toMatchObject({ remaining: 4 });
     // Another tool of the same key is still open.

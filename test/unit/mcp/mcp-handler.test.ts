@@ -136,6 +136,30 @@ describe('createMcpHandler', () => {
     expect(refusedGet.status).toBe(400);
     // The version is decided at the exchange, before the limit: nothing counted, the limit shown whole.
     expect(refusedGet.headers.ratelimit).toBe('"key";r=3;t=0');
+    // So is a body the gateway cannot read as JSON-RPC, refused before anything is decided of it.
+    const unreadable = await server.call('POST', '/mcp', { ...bearer(KEY_A), ...JSON_POST, 'content-type': 'text/plain' }, rpc(1, 'ping'));
+    expect(unreadable.status).toBe(415);
+    expect(unreadable.headers.ratelimit).toBe('"key";r=3;t=0');
+    expect(unreadable.headers['ratelimit-policy']).toBe('"key";q=3;w=60');
     expect(parts.upstream.received).toEqual([]);
+  });
+
+  it('a request refused for its session counts nothing: the limits are counted last', async () => {
+    use(bench({ keyRateLimit: { requests: 3, perSeconds: 60 } }));
+    parts.upstream.answer = (request) => {
+      const { id } = JSON.parse(request.body as string) as { id: number };
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id, result: {} }) };
+    };
+    const headers = { ...bearer(KEY_A), ...JSON_POST };
+    await parts.bindings.bind('streamable:sess-of-b', 2);
+    for (const session of ['sess-unknown', 'sess-of-b', 'sess-unknown']) {
+      const refused = await server.call('POST', '/mcp', { ...headers, 'mcp-session-id': session }, rpc(1, 'ping'));
+      expect(refused.status).toBe(session === 'sess-of-b' ? 403 : 404);
+      expect(refused.headers.ratelimit).toBe('"key";r=3;t=0');
+    }
+    const counted = await server.call('POST', '/mcp', headers, rpc(2, 'ping'));
+    expect(counted.status).toBe(200);
+    expect(counted.headers.ratelimit).toBe('"key";r=2;t=60');
+    expect(parts.upstream.received).toHaveLength(1);
   });
 });

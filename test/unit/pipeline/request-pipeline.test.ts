@@ -35,6 +35,7 @@ function setup(options: { tables?: Tables; limiter?: RateLimiter } = {}) {
   const observed: ObservedDecision[] = [];
   /** The rate limits' clock, in milliseconds, stepped by a test. */
   const clock = { ms: 0 };
+  const limited: string[] = [];
   const pipeline = new RequestPipeline({
     routes: compileRoutes(tables),
     tables,
@@ -44,8 +45,9 @@ function setup(options: { tables?: Tables; limiter?: RateLimiter } = {}) {
     limiter: options.limiter ?? new LocalRateLimiter({ now: () => clock.ms }),
     usage: { record: (keyId) => void uses.push(keyId) },
     observe: (decision) => void observed.push(decision),
+    rateLimited: (limit) => void limited.push(limit),
   });
-  return { pipeline, authenticator, uses, observed, clock };
+  return { pipeline, authenticator, uses, observed, clock, limited };
 }
 
 function request(method: string, authorization?: string | string[], raw: string[] = []): IncomingMessage {
@@ -212,7 +214,7 @@ describe('RequestPipeline: rate limits, counted once every other rule has passed
   const limited = apiKey(['events:write', 'mcp:calls', 'mcp:agents'], { rateLimit: { requests: 2, perSeconds: 60 } });
 
   it('a cached key is counted without a promise; the request past its limit is 429 with the seconds to wait', () => {
-    const { pipeline, authenticator, clock, uses, observed } = setup();
+    const { pipeline, authenticator, clock, uses, observed, limited: refusedBy } = setup();
     authenticator.answer = () => limited;
     const post = () => pipeline.authorize(request('POST', `Bearer ${KEY}`), EVENTS) as Verdict;
     expect(post()).toMatchObject({ allow: true, quotas: [{ charge: { limit: 'key' }, remaining: 1, resetSeconds: 60 }] });
@@ -223,6 +225,7 @@ describe('RequestPipeline: rate limits, counted once every other rule has passed
     // A refused request is still a use of the key, and a decision like any other.
     expect(uses).toEqual([1, 1, 1]);
     expect(observed.map((o) => o.code)).toEqual([undefined, undefined, 'rate_limited']);
+    expect(refusedBy).toEqual(['key']);
     clock.ms = 60_001;
     expect(post()).toMatchObject({ allow: true });
   });
@@ -263,18 +266,32 @@ describe('RequestPipeline: rate limits, counted once every other rule has passed
   it('MCP: counted at the exchange, the tool\'s limit per key on top of the key\'s own', () => {
     const { tools } = defaultYaml();
     const tables = tablesFrom({ tools: { ...tools, limits: { place_outbound_call: { requests: 1, per_seconds: 60 } } } });
-    const { pipeline, authenticator } = setup({ tables });
+    const { pipeline, authenticator, limited: refusedBy } = setup({ tables });
     authenticator.answer = () => limited;
     const call = (name: string) => [{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } }];
     const post = request('POST', `Bearer ${KEY}`);
     const verdict = pipeline.authorize(post, '/mcp') as Verdict;
     if (!verdict.allow) throw new Error('expected the credential to be allowed');
-    // Nothing counted when the credential was decided.
-    expect(verdict).not.toHaveProperty('quotas');
-    expect(pipeline.decideExchange(verdict, post, call('place_outbound_call'))).toMatchObject({ allow: true, quotas: [{ remaining: 1 }, { remaining: 0 }] });
-    expect(pipeline.decideExchange(verdict, post, call('place_outbound_call'))).toMatchObject({ allow: false, code: 'rate_limited', retryAfter: 60, messageIndex: 0, messageId: 1 });
+    // Nothing counted when the credential was decided: the key's limit as it stands.
+    expect(verdict.quotas).toMatchObject([{ charge: { limit: 'key' }, remaining: 2, resetSeconds: 0 }]);
+    // Decided, then counted (after the session check, in the MCP handler).
+    const decided = (messages: unknown[], batch = false) => {
+      const decision = pipeline.decideExchange(verdict, post, messages, batch);
+      return decision.allow === 'count' ? pipeline.countExchange(decision) : decision;
+    };
+    expect(pipeline.decideExchange(verdict, post, call('place_outbound_call'))).toMatchObject({ allow: 'count', charges: [{ limit: 'key' }, { limit: 'tool', tool: 'place_outbound_call' }] });
+    expect(decided(call('place_outbound_call'))).toMatchObject({ allow: true, quotas: [{ remaining: 1 }, { remaining: 0 }] });
+    expect(decided(call('place_outbound_call'))).toMatchObject({ allow: false, code: 'rate_limited', retryAfter: 60, messageIndex: 0, messageId: 1 });
     // The tool refused, the key's own count untouched: another tool still gets through.
-    expect(pipeline.decideExchange(verdict, post, call('list_agents'))).toMatchObject({ allow: true, quotas: [{ remaining: 0 }] });
-    expect(pipeline.decideExchange(verdict, post, call('list_agents'))).toMatchObject({ allow: false, code: 'rate_limited' });
+    expect(decided(call('list_agents'))).toMatchObject({ allow: true, quotas: [{ remaining: 0 }] });
+    expect(decided(call('list_agents'))).toMatchObject({ allow: false, code: 'rate_limited' });
+    // A batch calling the tool more often than its limit ever allows: refused before anything is counted.
+    expect(decided([...call('place_outbound_call'), { ...call('place_outbound_call')[0], id: 2 }], true)).toMatchObject({
+      allow: false,
+      code: 'rate_limited',
+      retryAfter: 60,
+      detail: 'The batch calls place_outbound_call 2 times; its rate limit allows 1 per 60 s',
+    });
+    expect(refusedBy).toEqual(['tool', 'key', 'tool']);
   });
 });
