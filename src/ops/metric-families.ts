@@ -117,8 +117,8 @@ function rateLimitFamilies(registers: Registry[]): Pick<Families, 'rateLimited' 
     labelNames: ['limit'],
     registers,
   });
-  rateLimited.labels('key');
-  rateLimited.labels('tool');
+  rateLimited.inc({ limit: 'key' }, 0);
+  rateLimited.inc({ limit: 'tool' }, 0);
   const rateLimitFallback = new Counter({
     name: 'gatehouse_rate_limit_fallback_total',
     help: 'Requests counted against a rate limit by this replica alone because Redis could not be reached.',

@@ -84,6 +84,19 @@ describe('Metrics', () => {
     );
   });
 
+  it('shows both rate limits and the fallback at 0 before anything happened, then counts them', async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    expect((await metrics.scrape()).body).toMatch(/^gatehouse_rate_limited_total\{limit="key"\} 0\ngatehouse_rate_limited_total\{limit="tool"\} 0$/m);
+    expect((await metrics.scrape()).body).toMatch(/^gatehouse_rate_limit_fallback_total 0$/m);
+    metrics.rateLimited('key');
+    metrics.rateLimited('tool');
+    metrics.rateLimited('tool');
+    metrics.rateLimited('place_outbound_call' as 'tool');
+    metrics.rateLimitFallback();
+    expect((await family(metrics, 'gatehouse_rate_limited_total')).values.map(({ labels, value }) => [labels.limit, value])).toEqual([['key', 1], ['tool', 2], [OTHER, 1]]);
+    expect((await family(metrics, 'gatehouse_rate_limit_fallback_total')).values.map(({ value }) => value)).toEqual([1]);
+  });
+
   it('shows the fail-open counter at 0 before anything happened', async () => {
     const { body } = await new Metrics().scrape();
     expect(body).toMatch(/^gatehouse_fail_open_decisions_total 0$/m);
