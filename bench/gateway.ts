@@ -48,7 +48,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     command: process.execPath,
     args: [...start.flags, ...(process.env.BENCH_GATEWAY_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...(options.nodeFlags ?? []), start.script],
     env,
-    readyUrl: `http://127.0.0.1:${opsPort}/healthz`,
+    readyUrl: `http://127.0.0.1:${opsPort}/readyz`,
   });
   return { url: `http://127.0.0.1:${port}`, opsUrl: `http://127.0.0.1:${opsPort}`, process: spawned };
 }

@@ -91,7 +91,8 @@ async function answers(url: string): Promise<boolean> {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
     await response.arrayBuffer();
-    return true;
+    // 503: listening but not ready yet (the gateway's /readyz while it starts).
+    return response.status !== 503;
   } catch {
     return false;
   }

@@ -118,7 +118,8 @@ async function main(): Promise<void> {
 
   const displayHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
   try {
-    await waitForHealth(`http://${displayHost}:${opsPort}/healthz`, () => stopping);
+    // /readyz: the ops port answers /healthz from the first moment, /readyz 200 once the gateway listens.
+    await waitForHealth(`http://${displayHost}:${opsPort}/readyz`, () => stopping);
   } catch (error) {
     process.stderr.write(`demo: ${(error as Error).message}\n`);
     return stop(1);

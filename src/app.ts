@@ -24,6 +24,7 @@ import { MemorySessionBindings, type SessionBindings } from './mcp/session-bindi
 import { RedisSessionBindings } from './mcp/redis-session-bindings.ts';
 import { exportArgon2Stats } from './ops/argon2-metrics.ts';
 import { Metrics } from './ops/metrics.ts';
+import type { FromMemory } from './ops/readiness.ts';
 import { exportVerifierStats } from './ops/verifier-metrics.ts';
 import { Authenticator } from './pipeline/authenticate.ts';
 import { RequestPipeline } from './pipeline/request-pipeline.ts';
@@ -69,6 +70,8 @@ export interface Gateway {
   listen(port: number, host: string, resolve?: Resolve): Promise<void>;
   /** Ends every public connection at once (past the drain time of a shutdown). */
   closeAllConnections(): void;
+  /** What this replica can accept without the store, for readiness (src/ops/readiness.ts). */
+  fromMemory(): FromMemory;
 }
 
 /** How long a closing connection's late request bytes are read and dropped so its last answer arrives (nginx: 5 s idle). */
@@ -149,6 +152,8 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
       await servers.listenFurther(host, bound.port, bound.address, resolve);
     },
     closeAllConnections: () => servers.closeAllConnections(),
+    // Admin tokens are checked in memory unless the ended sessions may be stale (src/pipeline/authenticate.ts).
+    fromMemory: () => ({ keys: verifier.holdsFreshState(), adminSessions: !verifier.degraded && core.ended.synced }),
   };
 }
 

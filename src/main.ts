@@ -16,6 +16,10 @@ const DRAIN_MS = 8_000;
 export async function serve(environment: Record<string, string | undefined> = process.env): Promise<void> {
   const config = loadConfig(environment);
   const { env } = config;
+  // The ops listener first: while the store opens and migrates, /readyz answers 503 `starting`.
+  const state: OpsState = { draining: false };
+  const ops = buildOpsServer({ state });
+  await listenOrExplain(() => ops.server.listen({ port: env.OPS_PORT, host: env.HOST }), 'OPS_PORT', env.OPS_PORT);
   let store: Store;
   try {
     // Guarded: while the database is unreachable, requests that need it answer 503 store_unavailable.
@@ -34,10 +38,8 @@ export async function serve(environment: Record<string, string | undefined> = pr
   const descriptors = openFilesWarning(env.MAX_CONNECTIONS, openFilesLimit());
   if (descriptors !== undefined) app.log.warn(descriptors);
   gateway.metrics.setDependencyUp('store', true);
-  const state: OpsState = { draining: false };
-  const ops = buildOpsServer({ store, state, metrics: gateway.metrics, redis: gateway.redis });
   await listenOrExplain(() => gateway.listen(env.PORT, env.HOST), 'PORT', env.PORT);
-  await listenOrExplain(() => ops.listen({ port: env.OPS_PORT, host: env.HOST }), 'OPS_PORT', env.OPS_PORT);
+  ops.serving({ store, metrics: gateway.metrics, redis: gateway.redis, fromMemory: gateway.fromMemory });
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -52,7 +54,7 @@ export async function serve(environment: Record<string, string | undefined> = pr
     await app.close();
     clearTimeout(drainLimit);
     await gateway.usage.close().catch((error: unknown) => app.log.error({ err: error }, 'could not write the last key uses'));
-    await ops.close();
+    await ops.server.close();
     await store.close();
     process.exit(0);
   };

@@ -247,6 +247,14 @@ export class KeyVerifier {
     return this.#degraded;
   }
 
+  /** Whether some key could be accepted now without the store: its state cached and fresh (for readiness). */
+  holdsFreshState(): boolean {
+    if (this.#degraded) return false;
+    const now = this.#now();
+    for (const state of this.#state.values()) if (state.freshUntil > now) return true;
+    return false;
+  }
+
   stats(): KeyVerifierStats {
     return { ...this.#counts };
   }

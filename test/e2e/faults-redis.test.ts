@@ -85,6 +85,7 @@ describeWithServices('fault: Redis down at start', () => {
     for (const replica of d.replicas) {
       const ready = await readyz(replica);
       expect(ready.status).toBe(200);
+      expect(ready.body).toMatchObject({ status: 'degraded', down: ['redis'] });
       expect(ready.body.checks.redis).toEqual({ status: 'degraded', connected: false, subscribed: false });
       expect(await metric(replica, 'gatehouse_dependency_up', { dependency: 'redis' })).toBe(0);
     }

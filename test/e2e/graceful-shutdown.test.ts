@@ -30,6 +30,8 @@ describe('graceful shutdown on SIGTERM under traffic', () => {
     const ready = await fetch(`${gateway.opsUrl}/readyz`);
     expect(ready.status).toBe(503);
     expect(await ready.json()).toMatchObject({ status: 'draining' });
+    // Liveness is the process alone: draining is not a reason to be restarted.
+    expect((await fetch(`${gateway.opsUrl}/healthz`)).status).toBe(200);
     // No new connection is accepted once draining has begun.
     await expect(fetch(`${gateway.url}/api/v1/agents/1/events`, { method: 'POST' })).rejects.toThrow();
 

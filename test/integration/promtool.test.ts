@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { Metrics } from '../../src/ops/metrics.ts';
-import { alertRules, dashboardQueries, dashboards } from '../support/deploy-manifests.ts';
+import { alertRules, dashboardQueries, dashboards, prometheusRulesFile } from '../support/deploy-manifests.ts';
 import { recordTraffic, ROUTES } from '../support/metrics-traffic.ts';
 
 /*
@@ -50,6 +50,12 @@ describe('promtool', () => {
     const result = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8' });
     expect(`${result.stdout}${result.stderr}`.trim()).toBe('');
     expect(result.status).toBe(0);
+  });
+
+  it.skipIf(!available)('check rules accepts deploy/prometheus/gatehouse-rules.yml as Prometheus loads it', () => {
+    const result = spawnSync('promtool', ['check', 'rules', prometheusRulesFile], { encoding: 'utf8' });
+    expect(result.status, `${result.stdout}${result.stderr}`).toBe(0);
+    expect(result.stdout).toMatch(/SUCCESS: \d+ rules found/);
   });
 
   it.skipIf(!available)('check rules accepts every alert and dashboard expression (syntax)', () => {

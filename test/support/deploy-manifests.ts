@@ -55,15 +55,20 @@ function parseYamlFile(file: string): Doc[] {
 
 export const yamlFiles = filesUnder(DEPLOY, /\.ya?ml$/);
 export const composeFile = join(DEPLOY, 'docker-compose.yml');
-export const kubeDocs = yamlFiles.filter((file) => file !== composeFile).flatMap(parseYamlFile);
+/** The alert rules for plain Prometheus: the source of the PrometheusRule's groups. */
+export const prometheusRulesFile = join(DEPLOY, 'prometheus', 'gatehouse-rules.yml');
+export const kubeDocs = yamlFiles.filter((file) => file !== composeFile && file !== prometheusRulesFile).flatMap(parseYamlFile);
 export const compose = parseYamlFile(composeFile)[0]?.doc ?? {};
 export const dashboardFiles = filesUnder(join(DEPLOY, 'grafana'), /\.json$/);
 
-/** Every rule (alert or recording) of the PrometheusRule manifests. */
-export const alertRules = kubeDocs
+/** The rule groups of the plain Prometheus file, and of each PrometheusRule manifest (which must equal them). */
+export const plainRuleGroups: Json[] = list(parseYamlFile(prometheusRulesFile)[0]?.doc['groups']);
+export const operatorRuleGroups: Array<{ file: string; groups: Json[] }> = kubeDocs
   .filter(({ doc }) => doc['kind'] === 'PrometheusRule')
-  .flatMap(({ file, doc }) => list(obj(doc['spec'], file)['groups']).flatMap((group) => list(obj(group, file)['rules'])))
-  .map((rule) => obj(rule, 'rule'));
+  .map(({ file, doc }) => ({ file, groups: list(obj(doc['spec'], file)['groups']) }));
+
+/** Every rule (alert or recording) of the plain file: the PrometheusRule's are the same. */
+export const alertRules = plainRuleGroups.flatMap((group) => list(obj(group, 'group')['rules'])).map((rule) => obj(rule, 'rule'));
 
 export const dashboards = dashboardFiles.map((file) => ({ file, json: JSON.parse(readFileSync(file, 'utf8')) as Json }));
 

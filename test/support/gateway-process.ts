@@ -42,7 +42,7 @@ export function emptyDataDir(): string {
 }
 
 /**
- * Spawns the gateway as a process of its own and waits until both listeners answer: from the
+ * Spawns the gateway as a process of its own and waits until `/readyz` answers 200: from the
  * sources (`node src/main.ts`, the same code `npm start` compiles and runs from dist/), or
  * from `entry`. `env` is added to a minimal environment; the data dir defaults to a fresh
  * temporary directory.
@@ -72,7 +72,8 @@ export async function startGateway(env: Record<string, string> = {}, entry = 'sr
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}:\n${output}`);
-    if (await answers(`${opsUrl}/healthz`)) break;
+    // /readyz, not /healthz: the ops listener answers from the start, /readyz 200 once the gateway listens.
+    if (await answers(`${opsUrl}/readyz`)) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`gateway did not start in 60 s:\n${output}`);

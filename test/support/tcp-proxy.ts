@@ -11,6 +11,10 @@ export interface TcpProxy {
   cut(): Promise<void>;
   /** Listens again on the same port. */
   restore(): Promise<void>;
+  /** Accepts new connections but relays nothing until `release()`, as a database server that hangs. */
+  hold(): void;
+  /** Relays the held connections and every new one again. */
+  release(): void;
   close(): Promise<void>;
 }
 
@@ -18,21 +22,32 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   const port = await freePort();
   const sockets = new Set<Socket>();
   let server: Server | undefined;
+  let held: Socket[] | undefined;
+
+  const relay = (client: Socket) => {
+    const upstream = createConnection(target);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  };
 
   const listen = () =>
     new Promise<void>((resolve, reject) => {
       const next = createServer((client) => {
-        const upstream = createConnection(target);
-        for (const socket of [client, upstream]) {
-          sockets.add(socket);
-          socket.on('close', () => sockets.delete(socket));
-          socket.on('error', () => {
-            client.destroy();
-            upstream.destroy();
-          });
-        }
-        client.pipe(upstream);
-        upstream.pipe(client);
+        if (held === undefined) return relay(client);
+        // Paused, what the client sends waits in its socket until the relay pipes it.
+        client.pause();
+        sockets.add(client);
+        client.on('close', () => sockets.delete(client));
+        client.on('error', () => client.destroy());
+        held.push(client);
       });
       next.once('error', reject);
       next.listen(port, '127.0.0.1', () => {
@@ -50,5 +65,14 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   };
 
   await listen();
-  return { port, cut, restore: () => (server === undefined ? listen() : Promise.resolve()), close: cut };
+  const hold = () => {
+    held ??= [];
+  };
+  const release = () => {
+    const waiting = held ?? [];
+    held = undefined;
+    for (const client of waiting) if (!client.destroyed) relay(client);
+  };
+
+  return { port, cut, restore: () => (server === undefined ? listen() : Promise.resolve()), hold, release, close: cut };
 }

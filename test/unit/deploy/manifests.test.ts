@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULTS, SECRET_VARIABLES, envSchema } from '../../../src/config/env.ts';
 import { Metrics } from '../../../src/ops/metrics.ts';
 import { npmStart } from '../../../bench/npm-start.ts';
+import { headingAnchors } from '../../support/markdown.ts';
 import {
   alertRules,
   compose,
@@ -15,6 +16,9 @@ import {
   kubeDocs,
   list,
   obj,
+  operatorRuleGroups,
+  plainRuleGroups,
+  prometheusRulesFile,
   ROOT,
   str,
   yamlFiles,
@@ -147,9 +151,12 @@ interface Selector {
   labels: string[];
 }
 
-/** `gatehouse_*` metric names in a PromQL expression, with the label names of their `{…}` selectors. */
+/** Prometheus's own series of every target (1 when the scrape succeeded): only target labels. */
+const SCRAPE_SERIES = 'up';
+
+/** `gatehouse_*` metric names (and `up{…}`) in a PromQL expression, with the label names of their `{…}` selectors. */
 function selectorsIn(expr: string): Selector[] {
-  return [...expr.matchAll(/\b(gatehouse_[a-z0-9_]+)(\{([^}]*)\})?/g)].map((match) => ({
+  return [...expr.matchAll(/\b(gatehouse_[a-z0-9_]+|up(?=\{))(\{([^}]*)\})?/g)].map((match) => ({
     name: match[1] as string,
     labels: [...(match[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)/g)].map((label) => label[1] as string),
   }));
@@ -159,6 +166,10 @@ function checkExpression(known: Awaited<ReturnType<typeof knownMetrics>>, where:
   const selectors = selectorsIn(expr);
   expect(selectors.length, `${where}: references no gatehouse_ metric: ${expr}`).toBeGreaterThan(0);
   for (const { name, labels } of selectors) {
+    if (name === SCRAPE_SERIES) {
+      for (const label of labels) expect(TARGET_LABELS.has(label), `${where}: up has no label ${label}`).toBe(true);
+      continue;
+    }
     const base = known.has(name) ? name : name.replace(/_(bucket|sum|count)$/, '');
     const family = known.get(base);
     expect(family, `${where}: unknown metric ${name}`).toBeDefined();
@@ -187,6 +198,7 @@ describe('deploy manifests', () => {
         'kubernetes/sidecar/deployment.yaml',
         'kubernetes/monitoring/servicemonitor.yaml',
         'kubernetes/monitoring/prometheusrule.yaml',
+        'prometheus/gatehouse-rules.yml',
       ]),
     );
     expect(dashboardFiles.map((file) => relative(DEPLOY, file))).toContain('grafana/gatehouse-dashboard.json');
@@ -306,6 +318,9 @@ describe('deploy manifests', () => {
         (entry) => entry.doc['kind'] === 'Service' && matches(selector, obj(obj(entry.doc['metadata'], file)['labels'], file)),
       );
       expect(services.length).toBeGreaterThanOrEqual(2);
+      // The job every scraped series carries is this label's value: the one GatehouseDown and GatehouseAbsent select.
+      const jobLabel = String(spec['jobLabel']);
+      for (const service of services) expect(obj(obj(service.doc['metadata'], file)['labels'], file)[jobLabel], `${service.file}: job`).toBe('gatehouse');
       for (const endpoint of list(spec['endpoints'])) {
         const { port, path } = obj(endpoint, file);
         expect(path).toBe('/metrics');
@@ -335,8 +350,32 @@ describe('deploy manifests', () => {
         ['revocation barrier misses', /gatehouse_revocation_barrier_missed_replicas_total/],
         ['store down', /gatehouse_dependency_up\{[^}]*dependency="store"/],
         ['Redis down', /gatehouse_dependency_up\{[^}]*dependency="redis"/],
+        ['a gateway down', /^up\{job="gatehouse"\} == 0$/],
+        ['no gateway at all', /^absent\(up\{job="gatehouse"\}\)$/],
       ];
       for (const [what, test] of required) expect(expressions.some((expr) => test.test(expr)), what).toBe(true);
+    });
+
+    it('the PrometheusRule renders exactly the groups of deploy/prometheus/gatehouse-rules.yml', () => {
+      expect(plainRuleGroups.length).toBeGreaterThan(0);
+      expect(operatorRuleGroups).toHaveLength(1);
+      for (const { file, groups } of operatorRuleGroups) {
+        expect(groups, `${file}: copy the groups of ${relative(ROOT, prometheusRulesFile)}`).toEqual(plainRuleGroups);
+      }
+    });
+
+    it('every alert has a runbook_url into docs/runbooks.md, and every runbook section is an alert', () => {
+      const runbooks = readFileSync(join(ROOT, 'docs/runbooks.md'), 'utf8');
+      const anchors = headingAnchors(runbooks);
+      const alerts = alertRules.filter((rule) => rule['alert'] !== undefined);
+      for (const rule of alerts) {
+        const name = String(rule['alert']);
+        const url = obj(rule['annotations'], name)['runbook_url'];
+        expect(url, `${name}: runbook_url`).toBe(`docs/runbooks.md#${name.toLowerCase()}`);
+        expect(anchors, `${name}: no section "## ${name}" in docs/runbooks.md`).toContain(name.toLowerCase());
+      }
+      const sections = [...runbooks.matchAll(/^## (Gatehouse\w+)$/gm)].map((match) => match[1]);
+      expect(sections.sort()).toEqual(alerts.map((rule) => String(rule['alert'])).sort());
     });
 
     it.each(dashboards.map(({ file, json }) => [relative(ROOT, file), json] as const))('%s', async (file, json) => {

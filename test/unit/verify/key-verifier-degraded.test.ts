@@ -101,4 +101,21 @@ describe('KeyVerifier: degraded (revocation channel lost)', () => {
     store.down = true;
     expect(await codeOf(() => verifier.verify(key))).toBe('store_unavailable');
   });
+
+  it('holds fresh state (for readiness) only while a key is cached within its TTL and state is cached at all', async () => {
+    const { verifier, store, hasher, clock } = setup();
+    expect(verifier.holdsFreshState()).toBe(false);
+    const { key } = await store.add(hasher);
+    await verifier.verify(key);
+    expect(verifier.holdsFreshState()).toBe(true);
+    clock.advance(TTL);
+    expect(verifier.holdsFreshState()).toBe(false);
+    await verifier.verify(key);
+    expect(verifier.holdsFreshState()).toBe(true);
+    verifier.setDegraded(true);
+    await verifier.verify(key);
+    expect(verifier.holdsFreshState()).toBe(false);
+    verifier.setDegraded(false);
+    expect(verifier.holdsFreshState()).toBe(false);
+  });
 });
