@@ -40,6 +40,7 @@ import { createSessionEndListener } from './redis/session-end-listener.ts';
 import type { BarrierResult } from './redis/revocation-bus.ts';
 import { EndedSessions } from './admin/ended-sessions.ts';
 import { PasswordChange } from './admin/password-change.ts';
+import { InitialPasswordFile } from './admin/initial-password-file.ts';
 import { SessionService } from './admin/session-service.ts';
 import { refreshEndedSessions, resyncEndedSessions } from './admin/ended-sessions-refresh.ts';
 import { RedisProbeGate } from './redis/probe-gate.ts';
@@ -66,6 +67,8 @@ export interface Gateway {
   metrics: Metrics;
   /** Shared with other replicas (REDIS_URL); undefined for a single replica. */
   redis: RedisTier | undefined;
+  /** `DATA_DIR/initial-admin-password`: written at the first admin's creation, removed at its first password change. */
+  initialPassword: InitialPasswordFile;
   /** Listens on `host` (every address `localhost` names: `resolve`, DNS by default) and `port`, all through the one door. */
   listen(port: number, host: string, resolve?: Resolve): Promise<void>;
   /** Ends every public connection at once (past the drain time of a shutdown). */
@@ -146,6 +149,7 @@ export async function build(config: Config, deps: Deps): Promise<Gateway> {
     usage,
     metrics,
     redis,
+    initialPassword: core.initialPassword,
     listen: async (port, host, resolve) => {
       await app.listen({ port, host });
       const bound = app.server.address() as AddressInfo;
@@ -232,6 +236,7 @@ export interface Core {
   ended: EndedSessions;
   adminSessions: SessionService;
   passwords: PasswordChange;
+  initialPassword: InitialPasswordFile;
 }
 
 async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, metrics: Metrics, now: () => Date): Promise<Core> {
@@ -281,10 +286,11 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
     limiter: redis?.limiter('login', LOGIN_FAILURE_LIMIT, LOGIN_FAILURE_WINDOW_MS) ?? new MemoryFailureLimiter({ limit: LOGIN_FAILURE_LIMIT, windowMs: LOGIN_FAILURE_WINDOW_MS }),
     onError: (error) => log.warn({ err: error }, 'admin password hash upgrade or login decoy refresh failed; retried later'),
   });
-  const passwords = new PasswordChange({ login, hasher, store, sessions: adminSessions, now });
+  const initialPassword = new InitialPasswordFile(env.DATA_DIR, (error) => log.warn({ err: error }, 'could not remove the initial admin password file'));
+  const passwords = new PasswordChange({ login, hasher, store, sessions: adminSessions, initialPassword, now });
   exportVerifierStats(metrics, () => verifier.stats());
   exportArgon2Stats(metrics, () => hasher.stats());
-  return { hasher, sessions, login, redis, usage, verifier, streams, keys, ended, adminSessions, passwords };
+  return { hasher, sessions, login, redis, usage, verifier, streams, keys, ended, adminSessions, passwords, initialPassword };
 }
 
 

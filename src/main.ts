@@ -29,11 +29,13 @@ export async function serve(environment: Record<string, string | undefined> = pr
   }
   const gateway = await build(config, { store });
   const { app } = gateway;
+  // A generated password is shown only on a terminal: piped output is a log stream.
+  const terminal = [process.stdout, process.stderr].find((stream) => stream.isTTY);
   await ensureAdmin(store, gateway.hasher, { email: env.ADMIN_EMAIL, password: env.ADMIN_PASSWORD }, {
     info: (message) => app.log.info(message),
     warn: (message) => app.log.warn(message),
-    announce: (lines) => process.stdout.write(lines.join('\n') + '\n'),
-  });
+    ...(terminal ? { terminal: (lines: string[]) => terminal.write(lines.join('\n') + '\n') } : {}),
+  }, gateway.initialPassword);
 
   const descriptors = openFilesWarning(env.MAX_CONNECTIONS, openFilesLimit());
   if (descriptors !== undefined) app.log.warn(descriptors);

@@ -3,6 +3,7 @@ import { GatewayError } from '../errors/gateway-error.ts';
 import type { Actor } from '../keys/key-service.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
 import type { Store } from '../store/store.ts';
+import { sameSecret, type InitialPasswordFile } from './initial-password-file.ts';
 import type { LoginService } from './login.ts';
 import type { SessionService } from './session-service.ts';
 
@@ -11,6 +12,8 @@ interface PasswordChangeDeps {
   hasher: Pick<Argon2Hasher, 'hash'>;
   store: Pick<Store, 'setAdminPassword'>;
   sessions: Pick<SessionService, 'endAll'>;
+  /** Removed when the password it holds is the one just changed. */
+  initialPassword: Pick<InitialPasswordFile, 'retire'>;
   now: () => Date;
 }
 
@@ -21,6 +24,7 @@ export const MIN_PASSWORD_LENGTH = 12;
  * An admin changes their own password (`POST /api/v1/auth/password`): the current one proven as
  * a login proves it (and throttled with logins), the new one stored, and every other session of
  * that admin ended on every replica before the answer; the session that made the change stays.
+ * The first admin's generated password file goes with the password it holds.
  */
 export class PasswordChange {
   readonly #deps: PasswordChangeDeps;
@@ -37,7 +41,7 @@ export class PasswordChange {
     if (!(await this.#deps.login.verifyPassword(principal.adminId, current, actor.address ?? 'unknown'))) {
       throw new GatewayError('invalid_credential', 'The current password is not right');
     }
-    const { store, hasher, sessions, now } = this.#deps;
+    const { store, hasher, sessions, initialPassword, now } = this.#deps;
     const at = now();
     await store.setAdminPassword(principal.adminId, await hasher.hash(next), (admin) => ({
       action: 'password_changed',
@@ -48,6 +52,8 @@ export class PasswordChange {
       detail: {},
       at,
     }));
+    // The generated password stops working here: its file goes before anything else can fail.
+    await initialPassword.retire((filed) => sameSecret(filed, current));
     await sessions.endAll(principal.adminId, actor, principal.sessionId);
   }
 }

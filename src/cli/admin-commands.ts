@@ -1,6 +1,8 @@
+import { INITIAL_PASSWORD_FILE, InitialPasswordFile } from '../admin/initial-password-file.ts';
 import { SessionService } from '../admin/session-service.ts';
 import { withRevocations } from './revocations.ts';
 import { envSchema } from '../config/env.ts';
+import { loginBodySchema } from '../http/auth-routes.ts';
 import type { AdminRow } from '../store/store.ts';
 import { EXIT_OK, RefusedError, requiredString, type CliIo, type Command } from './command.ts';
 import { withStore } from './context.ts';
@@ -18,9 +20,13 @@ function adminRecord(admin: AdminRow) {
   return { id: admin.id, email: admin.email, created_at: admin.createdAt.toISOString() };
 }
 
-function checkEmail(email: string): void {
-  const result = envSchema.shape.ADMIN_EMAIL.safeParse(email);
-  if (!result.success) throw new RefusedError('validation_failed', `email: ${result.error.issues[0]!.message}`);
+/** An email as a login looks it up (what a store cannot hold is refused before any query); a new one is also an ADMIN_EMAIL. */
+function checkEmail(email: string, options: { new: boolean }): void {
+  const schemas = options.new ? [loginBodySchema.shape.email, envSchema.shape.ADMIN_EMAIL] : [loginBodySchema.shape.email];
+  for (const schema of schemas) {
+    const result = schema.safeParse(email);
+    if (!result.success) throw new RefusedError('validation_failed', `email: ${result.error.issues[0]!.message}`);
+  }
 }
 
 async function newPassword(io: CliIo): Promise<string> {
@@ -38,7 +44,7 @@ export const adminAdd: Command = {
   optionHelp: { email: 'the admin\'s email, used to log in (required)', json: 'print JSON' },
   async run(io, args) {
     const email = requiredString(args, 'email');
-    checkEmail(email);
+    checkEmail(email, { new: true });
     const password = await newPassword(io);
     return withStore(io.env, async (context) => {
       const hash = await context.hasher.hash(password);
@@ -57,6 +63,7 @@ export const adminResetPassword: Command = {
   synopsis: '--email <email> [--json]',
   description: [
     ...PASSWORD_HELP,
+    `The first admin's generated password file (DATA_DIR/${INITIAL_PASSWORD_FILE}) is removed if it held this admin's password.`,
     'Every session of that admin is ended: its tokens are refused (401 revoked_credential), by',
     'every running gateway before the command exits with REDIS_URL set, within KEY_CACHE_TTL',
     'without it (a gateway on PostgreSQL re-reads the ended sessions that often).',
@@ -65,11 +72,17 @@ export const adminResetPassword: Command = {
   optionHelp: { email: 'the admin whose password to set (required)', json: 'print JSON' },
   async run(io, args) {
     const email = requiredString(args, 'email');
+    checkEmail(email, { new: false });
     return withStore(io.env, async (context) => {
       const admin = await context.store.findAdminByEmail(email);
       if (!admin) throw new RefusedError('not_found', `no admin ${email}`);
       const password = await newPassword(io);
       await context.store.setAdminPassword(admin.id, await context.hasher.hash(password), context.auditOf('admin_password_reset'));
+      // The first admin's generated password, if it was this admin's, stops working here: its file goes too.
+      const initialPassword = new InitialPasswordFile(context.config.env.DATA_DIR, (error) =>
+        io.stderr.write(`gatehouse: could not remove ${INITIAL_PASSWORD_FILE}: ${(error as Error).message}\n`),
+      );
+      await initialPassword.retire((filed) => context.hasher.verify(admin.passwordHash, filed));
       const ended = await withRevocations(io, context, (revocations) =>
         new SessionService({ store: context.store, listener: revocations.sessions, now: context.now }).endAll(admin.id, context.actor),
       );

@@ -5,6 +5,7 @@ import type { Env } from '../config/env.ts';
 import { loadConfig } from '../config/load.ts';
 import { StoreNotEmptyError, type Store, type StoreData } from '../store/store.ts';
 import { redactDatabaseUrl } from '../store/database-url.ts';
+import { describeReplacement, storableData } from '../store/storable-data.ts';
 import { EXIT_OK, RefusedError, UsageError, requiredString, type Command } from './command.ts';
 import { withStore } from './context.ts';
 import { printJson } from './output.ts';
@@ -129,6 +130,9 @@ export const storeCopy: Command = {
     'the copy is one transaction: on a refusal or a failure no data is written to it.',
     'An embedded source is read beside its running gateway (one consistent snapshot); changes made',
     'after the copy began are not in it.',
+    'A string the gateway no longer accepts (a NUL, which an embedded store written by 8.0 may',
+    'hold in a key\'s name) is copied with U+FFFD in place of that character, one line on stderr',
+    'naming the record and field (with --json, also in "replaced").',
   ],
   options: { to: { type: 'string' }, json: { type: 'boolean' } },
   optionHelp: { to: 'the target: postgres://… or postgresql://…, a directory, or a file: URL (required)', json: 'print JSON' },
@@ -139,11 +143,14 @@ export const storeCopy: Command = {
     const source = sourceOf(config.env);
     if (sameLocation(source, target)) throw new RefusedError('same_store', `--to is the configured store itself (${describeLocation(source)})`);
     return withStore(io.env, async (context) => {
-      const data = await context.store.exportData();
+      const { data, replaced } = storableData(await context.store.exportData());
       await importInto(target, data);
+      for (const replacement of replaced) {
+        io.stderr.write(`gatehouse: ${describeReplacement(replacement)} held a character no store can keep (NUL or a lone surrogate): copied with U+FFFD in its place\n`);
+      }
       const copied = counts(data);
       if (args.values.json) {
-        printJson(io, { from: describeLocation(source), to: describeLocation(target), copied });
+        printJson(io, { from: describeLocation(source), to: describeLocation(target), copied, replaced });
       } else {
         io.stdout.write(
           `copied ${copied.admins} admin(s), ${copied.api_keys} API key(s), ${copied.audit_events} audit event(s) and ` +

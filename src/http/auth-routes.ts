@@ -2,13 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { LoginService } from '../admin/login.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
+import { encodableString, storableString } from '../store/storable-text.ts';
 import { methodNotAllowed } from './method-not-allowed.ts';
 
 export const LOGIN_PATH = '/api/v1/auth/login';
 
 export const loginBodySchema = z.strictObject({
-  email: z.string().min(1).max(320),
-  password: z.string().min(1).max(1024),
+  // Looked up in the store: what it cannot hold is refused before the query (never a 500).
+  email: storableString().min(1).max(320),
+  password: encodableString().min(1).max(1024),
 });
 
 export const loginResponseSchema = z.object({

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { MIN_PASSWORD_LENGTH, type PasswordChange } from '../admin/password-change.ts';
 import type { SessionService } from '../admin/session-service.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
+import { encodableString } from '../store/storable-text.ts';
 import type { Actor } from '../keys/key-service.ts';
 import type { RequestPipeline } from '../pipeline/request-pipeline.ts';
 import type { AdminPrincipal } from '../policy/principal.ts';
@@ -17,9 +18,9 @@ export const PASSWORD_PATH = '/api/v1/auth/password';
 export const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export const passwordBodySchema = z.strictObject({
-  current_password: z.string().min(1).max(1024),
+  current_password: encodableString().min(1).max(1024),
   // The rules that need the current password too are the service's (password-change.ts): described here, checked there.
-  new_password: z.string().min(1).max(1024).meta({ description: `At least ${MIN_PASSWORD_LENGTH} characters, and not the current password` }),
+  new_password: encodableString().min(1).max(1024).meta({ description: `At least ${MIN_PASSWORD_LENGTH} characters, and not the current password` }),
 });
 
 export const sessionSchema = z.strictObject({

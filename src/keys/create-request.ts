@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { RATE_LIMIT_BOUNDS } from '../config/rate-limit.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
+import { storableString } from '../store/storable-text.ts';
 import type { ApiKeyPatch, RateLimit } from '../store/store.ts';
 
 export const DEFAULT_SCOPES = ['events:write'] as const;
@@ -24,12 +25,11 @@ export const rateLimitSchema = z.strictObject({
 /** The fields of the create body, each validated the same way on update. */
 function keyFields(knownScopes: ReadonlySet<string>) {
   return {
-    name: z.string().trim().min(1, 'must not be empty').max(NAME_MAX_LENGTH, `must be at most ${NAME_MAX_LENGTH} characters`),
+    name: storableString().trim().min(1, 'must not be empty').max(NAME_MAX_LENGTH, `must be at most ${NAME_MAX_LENGTH} characters`),
     agent_id: z.number().int('must be an integer').positive('must be a positive integer').max(Number.MAX_SAFE_INTEGER).nullable().optional(),
     scopes: z
       .array(
-        z
-          .string()
+        storableString()
           .refine((scope) => knownScopes.has(scope), {
             error: (issue) =>
               String(issue.input).includes('*')

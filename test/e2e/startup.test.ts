@@ -1,5 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_ADMIN_EMAIL } from '../../src/admin/bootstrap.ts';
+import { INITIAL_PASSWORD_FILE } from '../../src/admin/initial-password-file.ts';
 import { emptyDataDir, freePort, runGateway, startGateway, tempDataDir } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 
@@ -35,20 +39,20 @@ describe('start-up', { timeout: 120_000 }, () => {
     }
   });
 
-  it('with no admin configured, creates one and prints its password once; a restart keeps it and does not print again', async () => {
+  it('with no admin configured, creates one with a generated password in DATA_DIR; a restart keeps it and generates none', async () => {
     // A first start on a new machine: the store is created, migrations and all.
     const dataDir = emptyDataDir();
     const first = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: '', ADMIN_PASSWORD: '' });
-    const match = /email:\s+(\S+)\s+password:\s+(\S+)/.exec(first.output());
-    expect(match).not.toBeNull();
-    const [, email, password] = match!;
+    // What the file holds and where it is told is test/e2e/initial-admin-password.test.ts's.
+    const email = DEFAULT_ADMIN_EMAIL;
+    const password = readFileSync(join(dataDir, INITIAL_PASSWORD_FILE), 'utf8').trim();
     const token = await loginAdmin(first.url, email, password);
     const key = (await createKey(first.url, token, { name: 'survives restarts' })).body;
     expect(await first.stop()).toBe(0);
 
     const second = await startGateway({ DATA_DIR: dataDir, ADMIN_EMAIL: '', ADMIN_PASSWORD: '' });
     try {
-      expect(second.output()).not.toContain('password:');
+      expect(second.output()).not.toContain('generated password');
       // The signing secret was kept in the store: a token from before the restart still works.
       const listed = await request(`${second.url}/api/v1/api-keys`, { token });
       expect(listed.status).toBe(200);

@@ -2,6 +2,7 @@
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ import { createKey, loginAdmin, request } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
 import { createTestDatabase, describeWithPostgres, type TestDatabase } from '../support/services.ts';
 import { openStore } from '../../src/store/open.ts';
+import { EMBEDDED_STORE_FILE } from '../../src/store/embedded.ts';
 
 const OK = 0;
 const REFUSED = 1;
@@ -203,6 +205,40 @@ describe('gatehouse store copy', { timeout: 240_000 }, () => {
       expect(refusedEmbedded.code).toBe(REFUSED);
       expect(refusedEmbedded.stderr).toMatch(/^gatehouse: the target store is not empty/);
       expect((await runCli(['keys', 'list', '--json'], targetDir)).stdout).toBe(keysBefore.stdout);
+    });
+
+    it('copies a name holding a NUL, which an embedded store written by 8.0 took, with U+FFFD in its place and one line naming it', async () => {
+      const source = { DATA_DIR: emptyDataDir() };
+      const created = await runCli(['keys', 'create', '--name', 'clean', '--json'], source);
+      expect(created.code, created.stderr).toBe(OK);
+      const bad = await runCli(['keys', 'create', '--name', 'to be spoilt', '--json'], source);
+      const { id, key } = bad.json<any>();
+      // As 8.0 stored it: SQLite keeps the NUL that PostgreSQL refuses.
+      const sqlite = new DatabaseSync(join(source.DATA_DIR, EMBEDDED_STORE_FILE));
+      sqlite.prepare('UPDATE api_keys SET name = ? WHERE id = ?').run('billing\u0000sync', id);
+      sqlite.close();
+
+      const target = (await database()).url;
+      const copied = await runCli(['store', 'copy', '--to', target, '--json'], source);
+      expect(copied.code, copied.stderr).toBe(OK);
+      expect(copied.stderr).toBe(`gatehouse: name of API key ${id} held a character no store can keep (NUL or a lone surrogate): copied with U+FFFD in its place\n`);
+      expect(copied.json<any>()).toMatchObject({ copied: { api_keys: 2 }, replaced: [{ table: 'api_keys', id, field: 'name' }] });
+
+      // The target holds every key, the spoilt name with U+FFFD for the NUL, and the key still works.
+      const client = new pg.Client({ connectionString: target });
+      await client.connect();
+      try {
+        const rows = (await client.query<{ id: number; name: string }>('SELECT id::int AS id, name FROM api_keys ORDER BY id')).rows;
+        expect(rows).toEqual([
+          { id: created.json<any>().id, name: 'clean' },
+          { id, name: 'billing\uFFFDsync' },
+        ]);
+      } finally {
+        await client.end();
+      }
+      const moved = await gateway({ DATABASE_URL: target });
+      const used = await request(`${moved.url}${EVENTS}`, { method: 'POST', token: key, json: { type: 'after the copy' } });
+      expect(used.status, used.text).toBe(200);
     });
 
     it('fails with one line and no password when the target cannot be reached', async () => {

@@ -44,7 +44,7 @@ export async function startInProcessGateway(env: Record<string, string>, now: ()
   try {
     gateway = await build(config, { store, now });
     const quiet = () => {};
-    await ensureAdmin(store, gateway.hasher, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, { info: quiet, warn: quiet, announce: quiet });
+    await ensureAdmin(store, gateway.hasher, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, { info: quiet, warn: quiet }, gateway.initialPassword);
     await gateway.app.listen({ port: 0, host: '127.0.0.1' });
   } catch (error) {
     await store.close();
