@@ -13,6 +13,7 @@ import { tooLarge, type Forwarder } from '../proxy/forward.ts';
 import { assertSingleHeaders } from '../proxy/raw-headers.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
 import type { OwnEndpoints } from './own-endpoints.ts';
+import { isReservedPath } from './reserved-paths.ts';
 
 export interface RequestDoorDeps {
   /** The paths fastify serves itself (login, key management, audit, OpenAPI, `/docs`). */
@@ -32,8 +33,9 @@ export interface RequestDoorDeps {
 /**
  * The one door (docs/architecture.md, "One door"): the public server's request and upgrade
  * listener, on every address it listens on. Every request that is not for one of the
- * gateway's own endpoints is decided here, by the one pipeline, and forwarded from here —
- * MCP paths by their handler, everything else by the forwarder, WebSocket upgrades tunnelled.
+ * gateway's own endpoints or reserved paths (`reserved-paths.ts`) is decided here, by the one
+ * pipeline, and forwarded from here — MCP paths by their handler, everything else by the
+ * forwarder, WebSocket upgrades tunnelled.
  * Fastify serves only the gateway's own endpoints and forwards nothing. A refusal and a failure
  * (the store down, an upstream error, a bug) are answered by the same renderer and logged once.
  */
@@ -74,7 +76,9 @@ export class RequestDoor {
       return;
     }
     const { fastify, ownEndpoints, mcp, pipeline } = this.#deps;
-    if (this.#closing || ownEndpoints.serves(request.url!)) {
+    // A reserved path however spelt (`/API/v1/api-keys/29/`, `%2f`, dot segments) is the gateway's too:
+    // fastify answers what it names exactly, else 404 or 405, and nothing of it is forwarded.
+    if (this.#closing || ownEndpoints.serves(request.url!) || isReservedPath(request.url!)) {
       fastify(request, response);
       return;
     }

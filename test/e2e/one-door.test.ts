@@ -169,13 +169,13 @@ describe('the one door, cold and cached (spawned gateway, recording origin)', ()
       expect(f.origin.received).toEqual([]);
     });
 
-    it('a path below /docs that the gateway does not serve is an upstream admin path like any other', async () => {
+    it('a path below /docs that the gateway does not serve is reserved all the same: 404, never the upstream', async () => {
       f.origin.clear();
       const response = await request(`${f.gateway.url}/docs/x`, { token: f.admin });
-      expect(response.status).toBe(200);
-      expect(response.headers.get('x-origin')).toBe('yes');
-      expect(f.origin.received).toHaveLength(1);
-      expect(f.origin.received[0]!.headers['x-auth-kind']).toBe('admin');
+      expect(response.status).toBe(404);
+      expect(response.body).toMatchObject({ status: 404, code: 'not_found' });
+      expect(response.headers.get('x-origin')).toBeNull();
+      expect(f.origin.received).toEqual([]);
     });
   });
 

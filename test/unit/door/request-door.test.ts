@@ -402,7 +402,7 @@ describe('RequestDoor (real upstream and forwarder; stub pipeline, MCP handler, 
       ['a body of exactly BODY_LIMIT bytes', { method: 'PUT', path: EVENTS, body: 'x'.repeat(BODY_LIMIT) }],
       ['a chunked body within BODY_LIMIT', { method: 'PATCH', path: EVENTS, body: 'y'.repeat(BODY_LIMIT), chunked: true }],
       ['a path next to an own path', { path: '/api/v1/api-keysX' }],
-      ['a path below an own path', { path: '/docs/x' }],
+      ['a path that starts like a reserved one', { path: '/docsx' }],
       ['a path below the MCP path', { method: 'POST', path: '/mcp/extra', body: '{}' }],
       ['a long path with a long parameter', { path: `/api/v1/agents/${'9'.repeat(120)}/events/${'x'.repeat(150)}` }],
     ];
@@ -684,6 +684,26 @@ describe('RequestDoor (real upstream and forwarder; stub pipeline, MCP handler, 
       expect(mcpGot).toEqual([]);
       expect(forwardedIds).toEqual([]);
       expect(logLines).toEqual([]);
+      expect(await receivedBesidesBarrier(port)).toEqual([]);
+    });
+
+    // Not among the stub's own paths, but reserved (src/door/reserved-paths.ts): fastify's too.
+    const reserved: Array<[string, Outgoing]> = [
+      ['a path below a reserved one', { path: '/docs/x', headers: { authorization: cached } }],
+      ['a reserved path with a trailing slash', { method: 'DELETE', path: '/api/v1/api-keys/29/', headers: { authorization: cached } }],
+      ['a reserved path in upper case, with a body', { method: 'POST', path: '/API/V1/AUTH/PASSWORD', headers: { authorization: cached }, body: '{"new_password":"x"}' }],
+      ['a reserved path behind an encoded slash', { method: 'POST', path: '/api/v1%2Fauth/logout', headers: { authorization: cached } }],
+      ['a reserved path behind a dot-dot segment', { path: '/x/../console', headers: { authorization: cached } }],
+    ];
+
+    it.each(reserved)('%s', async (_what, outgoing) => {
+      const { port, pipeline, fastifyGot, mcpGot, forwardedIds } = await begin();
+      const response = await send(port, outgoing);
+      expect(response.status).toBe(FASTIFY_STATUS);
+      expect(fastifyGot).toEqual([{ method: outgoing.method ?? 'GET', url: outgoing.path }]);
+      expect(pipeline.calls).toEqual([]);
+      expect(mcpGot).toEqual([]);
+      expect(forwardedIds).toEqual([]);
       expect(await receivedBesidesBarrier(port)).toEqual([]);
     });
 
