@@ -13,7 +13,7 @@ import type { Exchange, ExchangeReplies } from './mcp-exchange.ts';
 import { answerTypeOf } from './media-type.ts';
 import type { SessionGate } from './session-gate.ts';
 import type { ToolParamHeaders } from './tool-param-headers.ts';
-import { hasNoBody, isIdentityEncoding, sendCheckedAnswer, writeAnswerHead } from './upstream-answer.ts';
+import { hasNoBody, isIdentityEncoding, MCP_ANSWER_CACHE_CONTROL, sendCheckedAnswer, writeAnswerHead } from './upstream-answer.ts';
 
 export interface AnswerRelayOptions {
   /** The one way to the upstream: only its `relay` is used. */
@@ -33,6 +33,14 @@ export interface AnswerRelayOptions {
 }
 
 const NO_IDS: ReadonlySet<unknown> = new Set();
+
+const CACHE_CONTROL: readonly string[] = ['cache-control', MCP_ANSWER_CACHE_CONTROL];
+
+/** The gateway's own fields on an answer relayed as it comes: its Cache-Control, and a limited key's limits. */
+function answerHeadersOf(response: Exchange['response']): readonly string[] {
+  const limits = rateLimitFieldsSetOn(response);
+  return limits === undefined ? CACHE_CONTROL : [...limits, ...CACHE_CONTROL];
+}
 
 /**
  * Sends an authorized, session-checked exchange upstream and answers the client from what
@@ -84,8 +92,9 @@ export class AnswerRelay {
         body: body === undefined ? null : body.serialized,
         route: exchange.route.name,
         stream,
-        // An answer relayed as it comes keeps the key's limits set when it was decided, whatever the upstream says of its own.
-        answerHeaders: rateLimitFieldsSetOn(response),
+        // An answer relayed as it comes keeps the key's limits set when it was decided, and the gateway's
+        // Cache-Control, whatever the upstream says of its own.
+        answerHeaders: answerHeadersOf(response),
       },
       (error) => replies.failReply(exchange, error),
       (statusCode, headers) => this.#takeOver(exchange, statusCode, headers),

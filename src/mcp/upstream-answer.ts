@@ -34,7 +34,16 @@ export function hasNoBody(statusCode: number, headers: IncomingHttpHeaders): boo
   return statusCode === 204 || statusCode === 304 || headers['content-length'] === '0';
 }
 
-/** The upstream's status and end-to-end headers on the client's response, with the request id. */
+/**
+ * The `Cache-Control` of every upstream answer on an MCP path, whatever the upstream sent
+ * (docs/mcp.md, "Answers are never shared-cacheable"): each answers one key's request, a
+ * filtered tools list above all, and an upstream's `public` would let a shared cache keep it
+ * for another key's identical request (RFC 9111 §3.5). `no-transform` is what the SDK servers
+ * send on their event streams: no intermediary buffers or recompresses what the gateway checked.
+ */
+export const MCP_ANSWER_CACHE_CONTROL = 'no-store, no-transform';
+
+/** The upstream's status and end-to-end headers on the client's response, with the request id and the gateway's `Cache-Control`. */
 export function writeAnswerHead(response: ServerResponse, statusCode: number, headers: IncomingHttpHeaders, requestId: string): void {
   response.statusCode = statusCode;
   // A limited key's answer tells the gateway's limits; the upstream's fields of those names would contradict them.
@@ -42,6 +51,7 @@ export function writeAnswerHead(response: ServerResponse, statusCode: number, he
   for (const name in headers) {
     if (isEndToEndResponseHeader(name, headers.connection) && owned?.has(name) !== true) response.setHeader(name, headers[name]!);
   }
+  response.setHeader('cache-control', MCP_ANSWER_CACHE_CONTROL);
   response.setHeader('x-request-id', requestId);
 }
 

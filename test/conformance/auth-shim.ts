@@ -1,5 +1,4 @@
-import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { endToEnd, startLoopbackForwarder } from '../support/loopback-forwarder.ts';
 
 /**
  * A loopback forwarder that adds `Authorization: Bearer <key>` to every request, for the
@@ -23,53 +22,19 @@ export interface AuthShim {
   close(): Promise<void>;
 }
 
-/** Connection-scoped headers (RFC 9110 §7.6.1): each hop frames its own message. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade']);
-
-/** `rawHeaders` without hop-by-hop headers and without any Authorization the client sent. */
-function passedOn(rawHeaders: string[]): string[] {
-  const kept: string[] = [];
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!;
-    const lower = name.toLowerCase();
-    if (!HOP_BY_HOP.has(lower) && lower !== 'authorization') kept.push(name, rawHeaders[i + 1]!);
-  }
-  return kept;
-}
+const AUTHORIZATION = new Set(['authorization']);
 
 export async function startAuthShim(path = '/mcp'): Promise<AuthShim> {
-  let target: { url: URL; apiKey: string } | undefined;
-
-  const server = createServer((req, res) => {
-    if (target === undefined) {
-      res.writeHead(503).end();
-      return;
-    }
-    const upstream = httpRequest(
-      { host: target.url.hostname, port: target.url.port, method: req.method, path: req.url, headers: [...passedOn(req.rawHeaders), 'Authorization', `Bearer ${target.apiKey}`] },
-      (answer: IncomingMessage) => {
-        res.writeHead(answer.statusCode ?? 502, answer.statusMessage, passedOn(answer.rawHeaders));
-        res.flushHeaders();
-        answer.pipe(res);
-      },
-    );
-    upstream.on('error', () => (res.headersSent ? res.destroy() : res.writeHead(502).end()));
-    // The CLI closing a stream (an SSE GET it is done with) closes the forwarded one too.
-    res.once('close', () => upstream.destroy());
-    req.pipe(upstream);
-  });
-
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  let apiKey = '';
+  // Any Authorization the CLI sent is replaced by the key's.
+  const forwarder = await startLoopbackForwarder({ request: (headers) => [...endToEnd(headers, AUTHORIZATION), 'Authorization', `Bearer ${apiKey}`] });
   return {
-    url: `${origin}${path}`,
-    origin,
-    forwardTo(targetOrigin, apiKey) {
-      target = { url: new URL(targetOrigin), apiKey };
+    url: `${forwarder.url}${path}`,
+    origin: forwarder.url,
+    forwardTo(targetOrigin, key) {
+      apiKey = key;
+      forwarder.forwardTo(targetOrigin);
     },
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: () => forwarder.close(),
   };
 }

@@ -43,6 +43,17 @@ describe('AnswerRelay', () => {
     expect(parts.observed).toMatchObject([{ allowed: true }]);
   });
 
+  it.each([
+    ['a JSON tools list, taken over', { status: 200, headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=300' }, body: LIST }],
+    ['an event stream, taken over', { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'public, max-age=300' }, body: [`data: ${LIST}\n\n`] }],
+    ['an answer without a body, passed on as it comes', { status: 204, headers: { 'cache-control': 'public, max-age=300', 'x-upstream': 'kept' } }],
+  ])('%s: the gateway\'s Cache-Control replaces the upstream\'s', async (_what, canned) => {
+    parts.upstream.answer = () => canned;
+    const answer = await server.call('POST', '/mcp', bearer(KEY_A));
+    expect(answer.status).toBe(canned.status);
+    expect(answer.headers['cache-control']).toBe('no-store, no-transform');
+  });
+
   it('filters a tools/list answer in an event stream, event by event, and drops an event it cannot check', async () => {
     parts.upstream.answer = () => ({
       status: 200,

@@ -18,7 +18,7 @@ import { compileRoutes } from '../../../src/policy/routes.ts';
 import { ToolGrants } from '../../../src/policy/scopes.ts';
 import { OpenStreams } from '../../../src/proxy/open-streams.ts';
 import type { Inspect, Refuse, Upstream, UpstreamRequest } from '../../../src/proxy/upstream.ts';
-import { IdentityHeaderValues } from '../../../src/proxy/upstream-headers.ts';
+import { clientResponseHeaders, IdentityHeaderValues } from '../../../src/proxy/upstream-headers.ts';
 import { ALL_FEATURES, defaultTables, defaultYaml, LEGACY_PATHS, tablesFrom } from '../policy/support.ts';
 import type { RateRule } from '../../../src/policy/rate-limits.ts';
 import { LocalRateLimiter, type RateLimiter } from '../../../src/limits/rate-limiter.ts';
@@ -61,7 +61,8 @@ export class FakeUpstream {
     const body = canned.body instanceof Readable ? canned.body : Readable.from([canned.body ?? ''].flat().map((chunk) => Buffer.from(chunk)), { objectMode: false });
     const take = inspect?.(statusCode, headers);
     if (take === undefined) {
-      response.writeHead(statusCode, { ...headers, 'x-request-id': requestId });
+      // As the real relay writes an answer passed on as it comes: the gateway's own fields instead of the upstream's.
+      response.writeHead(statusCode, clientResponseHeaders(headers, requestId, request.answerHeaders));
       body.pipe(response);
     } else if (typeof take === 'function') {
       take({ statusCode, headers, body });

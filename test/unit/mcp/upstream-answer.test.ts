@@ -2,7 +2,7 @@ import { createServer, request as httpRequest, type IncomingHttpHeaders, type Se
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError } from '../../../src/errors/gateway-error.ts';
-import { hasNoBody, sendCheckedAnswer, type CheckedAnswerOptions } from '../../../src/mcp/upstream-answer.ts';
+import { hasNoBody, MCP_ANSWER_CACHE_CONTROL, sendCheckedAnswer, type CheckedAnswerOptions } from '../../../src/mcp/upstream-answer.ts';
 
 const SECRET = 'place_outbound_call';
 const OPTIONS: CheckedAnswerOptions = { rules: { allowed: new Set(['list_agents']), toolsListIds: new Set([1]) }, acknowledgements: false };
@@ -50,8 +50,8 @@ describe('sendCheckedAnswer', () => {
   };
 
   it.each<[string, Case, number, string]>([
-    ['JSON, filtered and re-serialised', { headers: { 'content-type': 'application/json' }, body: list }, 200, '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"list_agents"}]}}'],
-    ['an empty body of any type, with its status', { statusCode: 202, headers: { 'content-type': 'text/plain' }, body: '' }, 202, ''],
+    ['JSON, filtered and re-serialised', { headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=300' }, body: list }, 200, '{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"list_agents"}]}}'],
+    ['an empty body of any type, with its status', { statusCode: 202, headers: { 'content-type': 'text/plain', 'cache-control': 'public' }, body: '' }, 202, ''],
     ['an error status with JSON', { statusCode: 404, headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"x"}}' }, 404, '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"x"}}'],
     ['a plain acknowledgement on the legacy path', { statusCode: 202, headers: {}, body: 'Accepted', options: LEGACY }, 202, 'Accepted'],
     ['an acknowledgement the upstream calls HTML, on the legacy path', { statusCode: 202, headers: { 'content-type': 'text/html' }, body: '<script>x()</script>', options: LEGACY }, 202, '<script>x()</script>'],
@@ -65,6 +65,7 @@ describe('sendCheckedAnswer', () => {
     expect(response.status).toBe(status);
     expect(response.text).toBe(text);
     if (status !== 599) expect(response.headers['x-request-id']).toBe('req-1');
+    if (status !== 599) expect(response.headers['cache-control']).toBe(MCP_ANSWER_CACHE_CONTROL);
     // An acknowledgement is sent as the plain text it was checked to be, whatever the upstream called it.
     if (status !== 599 && text !== '' && !text.startsWith('{')) {
       expect(response.headers['content-type']).toBe('text/plain; charset=utf-8');
