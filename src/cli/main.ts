@@ -19,6 +19,7 @@ import { keysCreate, keysList, keysRevoke } from './key-commands.ts';
 import { keysRotate, keysShow, keysUpdate } from './key-lifecycle-commands.ts';
 import { serveCommand } from './serve-command.ts';
 import { storeCopy } from './store-commands.ts';
+import { storeUpgrade } from './store-upgrade-command.ts';
 
 export const COMMANDS: readonly Command[] = [
   serveCommand,
@@ -32,6 +33,7 @@ export const COMMANDS: readonly Command[] = [
   keysRotate,
   keysRevoke,
   storeCopy,
+  storeUpgrade,
   configCheck,
   hashPassword,
 ];

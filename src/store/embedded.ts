@@ -1,10 +1,14 @@
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { lockEmbeddedStore } from './embedded-lock.ts';
+import { refusePgliteStore } from './pglite-data-dir.ts';
 import { migrateSqlite, schemaIsCurrent } from './sqlite/migrate.ts';
+import { recordSqliteWriter } from './sqlite/written-by.ts';
 import { SqliteStore } from './sqlite-store.ts';
+import { NewerStoreError } from './written-by.ts';
 import type { Store } from './store.ts';
+import { VERSION } from '../version.ts';
 
 /** The embedded store's one file in DATA_DIR (its WAL and lock sit beside it). */
 export const EMBEDDED_STORE_FILE = 'gatehouse.sqlite';
@@ -37,10 +41,14 @@ export interface EmbeddedDatabase {
 export async function openEmbeddedStore(dataDir: string): Promise<Store> {
   const { db, release } = openEmbeddedDatabase(dataDir);
   try {
+    // Checked before migrating too: a newer release's schema is refused naming both releases.
+    recordSqliteWriter(db, VERSION, false);
     migrateSqlite(db);
+    recordSqliteWriter(db, VERSION);
   } catch (error) {
     db.close();
     release();
+    if (error instanceof NewerStoreError) throw error;
     throw new Error(`cannot migrate the embedded store: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
   return new SqliteStore(db, release);
@@ -61,6 +69,7 @@ export async function openEmbeddedSnapshot(dataDir: string): Promise<Store> {
   try {
     db.exec('PRAGMA busy_timeout = 1000');
     if (!schemaIsCurrent(db)) throw new Error(`${file} is not at this build's schema: start this build's gateway on it once, then copy`);
+    recordSqliteWriter(db, VERSION, false);
   } catch (error) {
     db.close();
     throw error;
@@ -99,17 +108,11 @@ export function openEmbeddedDatabase(dataDir: string): EmbeddedDatabase {
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
 /**
- * An earlier build kept the embedded store in `DATA_DIR/pglite` (PGlite, PostgreSQL's files).
- * Opening beside it would start an empty store and hide every key and admin it holds.
+ * An 8.0 store (src/store/pglite-data-dir.ts), or a file that is not SQLite: opening beside
+ * it would start an empty store and hide every key and admin it holds.
  */
 function refuseForeignStore(dir: string): void {
-  const pglite = join(dir, 'pglite');
-  if (existsSync(pglite) && readdirSync(pglite).length > 0) {
-    throw new Error(
-      `${dir} holds a PGlite store from Gatehouse 8.0 (${pglite}), which this build cannot open: ` +
-        'keep running 8.0 on it, or move it away to start empty (admins and keys are then created again: CHANGELOG, "Embedded store")',
-    );
-  }
+  refusePgliteStore(dir);
   const file = join(dir, EMBEDDED_STORE_FILE);
   if (!existsSync(file)) return;
   const header = Buffer.alloc(SQLITE_HEADER.length);

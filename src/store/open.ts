@@ -1,6 +1,9 @@
 import { assertCurrentSchema, migrate } from './migrate.ts';
 import { PostgresStore } from './postgres-store.ts';
+import { recordPostgresWriter } from './postgres-written-by.ts';
 import type { Store } from './store.ts';
+import { NewerStoreError } from './written-by.ts';
+import { VERSION } from '../version.ts';
 
 export const DEFAULT_POOL_SIZE = 10;
 
@@ -30,10 +33,14 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
   const db = await (await import('./postgres.ts')).connectPostgres(options.databaseUrl, options.poolSize ?? DEFAULT_POOL_SIZE);
   try {
     // Only to be read: a source at another schema is refused, never migrated under its gateways.
+    // The record checked before migrating too: a newer release's store is refused naming both.
+    await recordPostgresWriter(db, VERSION, false);
     if (options.readOnly === true) await assertCurrentSchema(db);
     else await migrate(db);
+    await recordPostgresWriter(db, VERSION, options.readOnly !== true);
   } catch (error) {
     await db.close().catch(() => {});
+    if (error instanceof NewerStoreError) throw error;
     throw new Error(`cannot ${options.readOnly === true ? 'read' : 'migrate'} the ${db.kind} store: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,
     });

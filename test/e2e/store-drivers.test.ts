@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { createKey, loginAdmin, request } from '../support/http.ts';
 import { createTestDatabase, describeWithPostgres, type TestDatabase } from '../support/services.ts';
 
 /**
@@ -22,15 +23,22 @@ function resolvedPackages(gateway: GatewayProcess): Set<string> {
 
 /**
  * Only the chosen store's driver is loaded (docs/performance.md, "Memory settings"): a gateway
- * on PostgreSQL does not load `node:sqlite`, nor one on the embedded store `pg`.
+ * on PostgreSQL does not load `node:sqlite`, nor one on the embedded store `pg`. Neither loads
+ * PGlite, which only `gatehouse store upgrade` reads 8.0 stores with.
  */
 describe('the store driver a gateway loads', { timeout: 120_000 }, () => {
-  it('is node:sqlite alone for the embedded store', async () => {
+  it('is node:sqlite alone for the embedded store, also once requests have been served', async () => {
     const gateway = await startGateway({}, 'src/main.ts', ['--import', REPORT_PACKAGES]);
     try {
+      // The request path: a login, a key created and used, the audit trail read.
+      const token = await loginAdmin(gateway.url);
+      const { body } = await createKey(gateway.url, token);
+      await (await fetch(`${gateway.url}/api/v1/agents/1/events`, { method: 'POST', headers: { authorization: `Bearer ${body.key}` } })).arrayBuffer();
+      expect((await request(`${gateway.url}/api/v1/audit-events`, { token })).status).toBe(200);
       const packages = resolvedPackages(gateway);
       expect(packages).toContain('node:sqlite');
       expect(packages).not.toContain('pg');
+      expect(packages).not.toContain('@electric-sql/pglite');
     } finally {
       await gateway.stop();
     }
@@ -51,6 +59,7 @@ describe('the store driver a gateway loads', { timeout: 120_000 }, () => {
         const packages = resolvedPackages(gateway);
         expect(packages).toContain('pg');
         expect(packages).not.toContain('node:sqlite');
+        expect(packages).not.toContain('@electric-sql/pglite');
         expect((await fetch(`${gateway.opsUrl}/readyz`)).status).toBe(200);
       } finally {
         await gateway.stop();

@@ -23,14 +23,14 @@ function pgliteDataDir(): string {
 }
 
 describe('the embedded store refuses a DATA_DIR of another format', () => {
-  it('holding a PGlite store from an earlier build: one line saying so and what to do, and nothing written beside it', async () => {
+  it('holding a PGlite store from 8.0: one line naming the command that converts it, and nothing written beside it', async () => {
     const dir = pgliteDataDir();
     const error: unknown = await openStore({ dataDir: dir }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Error);
     const { message } = error as Error;
     expect(message).not.toContain('\n');
-    expect(message).toContain(`${dir} holds a PGlite store from Gatehouse 8.0`);
-    expect(message).toMatch(/PGlite store from Gatehouse 8\.0 .*keep running 8\.0 on it, or move it away to start empty/);
+    expect(message).toContain(`${dir} holds an embedded store from Gatehouse 8.0 (PGlite, in ${join(dir, 'pglite')})`);
+    expect(message).toMatch(/: run 'gatehouse store upgrade' with the same DATA_DIR once, with the gateway stopped, to convert it/);
     expect(existsSync(join(dir, EMBEDDED_STORE_FILE))).toBe(false);
     expect(existsSync(join(dir, `${EMBEDDED_STORE_FILE}.lock`))).toBe(false);
   });
@@ -65,7 +65,7 @@ describe('the embedded store refuses a DATA_DIR of another format', () => {
     expect(code).not.toBe(0);
     const lines = output.trim().split('\n');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^gatehouse: DATA_DIR: cannot open the store: .* holds a PGlite store from Gatehouse 8\.0/);
+    expect(lines[0]).toMatch(/^gatehouse: DATA_DIR: cannot open the store: .* holds an embedded store from Gatehouse 8\.0 .*'gatehouse store upgrade'/);
   });
 });
 

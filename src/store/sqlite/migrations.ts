@@ -97,5 +97,21 @@ CREATE INDEX admin_sessions_admin ON admin_sessions (admin_id);
 `,
 };
 
+/**
+ * One row: the newest Gatehouse release that has run on this file (src/store/written-by.ts).
+ * Not a row of `settings`, which `store copy` moves and an import requires empty.
+ */
+const storeVersion: SqliteMigration = {
+  version: 4,
+  name: 'store-version',
+  sql: `
+CREATE TABLE store_version (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  written_by TEXT NOT NULL,
+  written_at INTEGER NOT NULL
+) STRICT;
+`,
+};
+
 /** Every migration, in order. */
-export const sqliteMigrations: readonly SqliteMigration[] = [initial, keyLifecycle, adminSessions];
+export const sqliteMigrations: readonly SqliteMigration[] = [initial, keyLifecycle, adminSessions, storeVersion];
