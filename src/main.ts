@@ -21,14 +21,17 @@ export async function serve(environment: Record<string, string | undefined> = pr
   const ops = buildOpsServer({ state });
   await listenOrExplain(() => ops.server.listen({ port: env.OPS_PORT, host: env.HOST }), 'OPS_PORT', env.OPS_PORT);
   let store: Store;
+  // Logged once the logger exists, below.
+  const storeWarnings: string[] = [];
   try {
     // Guarded: while the database is unreachable, requests that need it answer 503 store_unavailable.
-    store = guardStore(await openStore({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR }));
+    store = guardStore(await openStore({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, warn: (message) => storeWarnings.push(message) }));
   } catch (error) {
     throw new ConfigError(`${env.DATABASE_URL ? 'DATABASE_URL' : 'DATA_DIR'}: cannot open the store: ${(error as Error).message}`);
   }
   const gateway = await build(config, { store });
   const { app } = gateway;
+  for (const warning of storeWarnings) app.log.warn(warning);
   // A generated password is shown only on a terminal: piped output is a log stream.
   const terminal = [process.stdout, process.stderr].find((stream) => stream.isTTY);
   await ensureAdmin(store, gateway.hasher, { email: env.ADMIN_EMAIL, password: env.ADMIN_PASSWORD }, {

@@ -36,7 +36,13 @@ export async function withStore<T>(
   try {
     // Loaded here, not at the top: `--help` and usage errors need neither node:sqlite nor pg.
     const { openStore } = await import('../store/open.ts');
-    store = await openStore({ databaseUrl: settings.DATABASE_URL, dataDir: settings.DATA_DIR, poolSize: 2, ...access });
+    store = await openStore({
+      databaseUrl: settings.DATABASE_URL,
+      dataDir: settings.DATA_DIR,
+      poolSize: 2,
+      warn: (message) => void process.stderr.write(`gatehouse: ${message}\n`),
+      ...access,
+    });
   } catch (error) {
     throw new ConfigError(`${settings.DATABASE_URL ? 'DATABASE_URL' : 'DATA_DIR'}: cannot open the store: ${(error as Error).message}`);
   }

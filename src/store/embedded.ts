@@ -1,13 +1,16 @@
-import { closeSync, existsSync, mkdirSync, openSync, readSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { lockEmbeddedStore } from './embedded-lock.ts';
+import { lockDataDir } from './data-dir-lock.ts';
+import { tightenDataDir } from './data-dir-permissions.ts';
 import { refusePgliteStore } from './pglite-data-dir.ts';
 import { migrateSqlite, schemaIsCurrent } from './sqlite/migrate.ts';
+import { isDamagedFile, reclaimWal, WAL_PRAGMAS } from './sqlite/wal.ts';
 import { recordSqliteWriter } from './sqlite/written-by.ts';
 import { SqliteStore } from './sqlite-store.ts';
-import { NewerStoreError } from './written-by.ts';
+import { assertStoreFileWhole, createStoreFile, verifyStoreFile } from './store-file.ts';
 import type { Store } from './store.ts';
+import { NewerStoreError } from './written-by.ts';
 import { VERSION } from '../version.ts';
 
 /** The embedded store's one file in DATA_DIR (its WAL and lock sit beside it). */
@@ -26,10 +29,13 @@ const PRAGMAS = [
   'PRAGMA synchronous = FULL',
   'PRAGMA foreign_keys = ON',
   'PRAGMA busy_timeout = 1000',
-  // The WAL is reused after each checkpoint (~4 MB); one large transaction (an import) would
-  // otherwise leave it at its size until the store is closed.
-  'PRAGMA journal_size_limit = 16777216',
+  ...WAL_PRAGMAS,
 ];
+
+export interface EmbeddedOptions {
+  /** Where the one warning line of a DATA_DIR found open to others goes (the log, the CLI's stderr). */
+  warn?: (message: string) => void;
+}
 
 export interface EmbeddedDatabase {
   db: DatabaseSync;
@@ -38,8 +44,8 @@ export interface EmbeddedDatabase {
 }
 
 /** Opens the embedded store in `dataDir` and brings its schema up to date. */
-export async function openEmbeddedStore(dataDir: string): Promise<Store> {
-  const { db, release } = openEmbeddedDatabase(dataDir);
+export async function openEmbeddedStore(dataDir: string, options: EmbeddedOptions = {}): Promise<Store> {
+  const { db, release } = openEmbeddedDatabase(dataDir, options);
   try {
     // Checked before migrating too: a newer release's schema is refused naming both releases.
     recordSqliteWriter(db, VERSION, false);
@@ -49,9 +55,22 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
     db.close();
     release();
     if (error instanceof NewerStoreError) throw error;
-    throw new Error(`cannot migrate the embedded store: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw (
+      damaged(join(resolve(dataDir), EMBEDDED_STORE_FILE), error) ??
+      new Error(`cannot migrate the embedded store: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+    );
   }
+  // A WAL left by a crash is folded into the file now, and its space given back.
+  reclaimWal(db);
   return new SqliteStore(db, release);
+}
+
+/** SQLite's own finding of a damaged or cut file (a truncation its header could not show), in one line naming it. */
+function damaged(file: string, error: unknown): Error | undefined {
+  if (!isDamagedFile(error)) return undefined;
+  // One line: quick_check's findings come several to a message.
+  const said = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, ' ').trim();
+  return new Error(`${file} is damaged or truncated (SQLite: ${said}): restore it from a backup, or move it away to start a new, empty store`, { cause: error });
 }
 
 /**
@@ -65,6 +84,7 @@ export async function openEmbeddedSnapshot(dataDir: string): Promise<Store> {
   refuseForeignStore(dir);
   const file = join(dir, EMBEDDED_STORE_FILE);
   if (!existsSync(file)) throw new Error(`${file} does not exist: there is no embedded store in ${dir}`);
+  assertStoreFileWhole(file);
   const db = new DatabaseSync(file, { readOnly: true });
   try {
     db.exec('PRAGMA busy_timeout = 1000');
@@ -78,53 +98,42 @@ export async function openEmbeddedSnapshot(dataDir: string): Promise<Store> {
 }
 
 /**
- * `dataDir/gatehouse.sqlite`, locked to this process (src/store/embedded-lock.ts), in WAL
- * mode with the settings above. Refuses a DATA_DIR that holds a store of another format
- * rather than starting an empty one beside it.
+ * `dataDir/gatehouse.sqlite`, with DATA_DIR locked to this process (src/store/data-dir-lock.ts)
+ * and private to its owner, in WAL mode with the settings above. Refuses a DATA_DIR that holds
+ * a store of another format, and a store file that is not whole (src/store/store-file.ts),
+ * rather than starting an empty store in its place.
  */
-export function openEmbeddedDatabase(dataDir: string): EmbeddedDatabase {
+export function openEmbeddedDatabase(dataDir: string, options: EmbeddedOptions = {}): EmbeddedDatabase {
   const dir = resolve(dataDir);
   // The store holds the JWT signing secret and every hash: only its owner may read it. A new
   // directory and file are made private; SQLite gives the WAL and its index the file's mode.
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   refuseForeignStore(dir);
   const file = join(dir, EMBEDDED_STORE_FILE);
-  const release = lockEmbeddedStore(file);
+  const release = lockDataDir(dir);
   let db: DatabaseSync | undefined;
   try {
-    if (!existsSync(file)) closeSync(openSync(file, 'a', 0o600));
+    const warning = tightenDataDir(dir);
+    if (warning !== undefined) options.warn?.(warning);
+    const state = assertStoreFileWhole(file);
+    if (!existsSync(file)) createStoreFile(file);
     db = new DatabaseSync(file);
     for (const pragma of PRAGMAS) db.exec(pragma);
+    if (state === 'verify') verifyStoreFile(db);
     const mode = db.prepare('PRAGMA journal_mode').get()?.journal_mode;
     if (mode !== 'wal') throw new Error(`${file}: SQLite cannot use WAL here (journal_mode stays ${String(mode)}): put DATA_DIR on a local filesystem`);
   } catch (error) {
     db?.close();
     release();
-    throw error;
+    throw damaged(file, error) ?? error;
   }
   return { db, release };
 }
 
-const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
-
 /**
- * An 8.0 store (src/store/pglite-data-dir.ts), or a file that is not SQLite: opening beside
- * it would start an empty store and hide every key and admin it holds.
+ * An 8.0 store (src/store/pglite-data-dir.ts): opening beside it would start an empty store and
+ * hide every key and admin it holds. (A file that is not SQLite is store-file.ts's to refuse.)
  */
 function refuseForeignStore(dir: string): void {
   refusePgliteStore(dir);
-  const file = join(dir, EMBEDDED_STORE_FILE);
-  if (!existsSync(file)) return;
-  const header = Buffer.alloc(SQLITE_HEADER.length);
-  const fd = openSync(file, 'r');
-  let read: number;
-  try {
-    read = readSync(fd, header, 0, header.length, 0);
-  } finally {
-    closeSync(fd);
-  }
-  // An empty file is a database SQLite has not written yet.
-  if (read > 0 && !header.equals(SQLITE_HEADER)) {
-    throw new Error(`${file} is not an SQLite database: move it away to start empty, or point DATA_DIR at the right directory`);
-  }
 }

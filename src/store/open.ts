@@ -17,6 +17,8 @@ export interface OpenStoreOptions {
    * lock or a migration, so a running gateway's store can be read beside it.
    */
   readOnly?: boolean;
+  /** The embedded store's warnings at open (a DATA_DIR found open to others): one line each. */
+  warn?: (message: string) => void;
 }
 
 /**
@@ -28,7 +30,7 @@ export interface OpenStoreOptions {
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
   if (!options.databaseUrl) {
     const embedded = await import('./embedded.ts');
-    return options.readOnly === true ? embedded.openEmbeddedSnapshot(options.dataDir) : embedded.openEmbeddedStore(options.dataDir);
+    return options.readOnly === true ? embedded.openEmbeddedSnapshot(options.dataDir) : embedded.openEmbeddedStore(options.dataDir, { warn: options.warn });
   }
   const db = await (await import('./postgres.ts')).connectPostgres(options.databaseUrl, options.poolSize ?? DEFAULT_POOL_SIZE);
   try {

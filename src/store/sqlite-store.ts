@@ -13,6 +13,7 @@ import {
 import { createAdminSession, endAdminSessions, findAdminSession, listAdminSessions, listEndedAdminSessions } from './sqlite/admin-sessions.ts';
 import { COUNTED_KEYS, countKeysByStatus, rotateApiKey, updateApiKey, type SqliteSession } from './sqlite/key-lifecycle.ts';
 import { inTransaction, unavailableOr } from './sqlite/transaction.ts';
+import { isFullVolume, reclaimWal } from './sqlite/wal.ts';
 import { exportSqlite, importSqlite } from './sqlite/transfer.ts';
 import type {
   AdminRow,
@@ -313,6 +314,8 @@ export class SqliteStore implements Store {
     try {
       return fn();
     } catch (error) {
+      // The call answers 503 either way; the WAL's space back may let the next one through.
+      if (isFullVolume(error)) reclaimWal(this.#db);
       throw unavailableOr(error);
     }
   }

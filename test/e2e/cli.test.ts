@@ -169,7 +169,7 @@ describe('gatehouse CLI on the embedded store', { timeout: 120_000 }, () => {
       // The embedded store is one process at a time: the CLI is refused while the gateway holds it.
       const busy = await runCli(['keys', 'list'], env);
       expect(busy.code).toBe(REFUSED);
-      expect(busy.stderr).toMatch(/DATA_DIR: cannot open the store: .*in use by process \d+/);
+      expect(busy.stderr).toMatch(/DATA_DIR: cannot open the store: .* is in use by another process \(a running gateway, or a gatehouse command\)/);
 
       const audit = await request(`${gateway.url}/api/v1/audit-events?limit=100`, { token });
       expect(audit.status).toBe(200);

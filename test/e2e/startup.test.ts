@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -61,6 +61,45 @@ describe('start-up', { timeout: 120_000 }, () => {
       await loginAdmin(second.url, email, password);
     } finally {
       await second.stop();
+    }
+  });
+
+  it('a second gateway on the same DATA_DIR stops with one line naming it; the first goes on, and one after it starts', async () => {
+    const dataDir = tempDataDir();
+    const first = await startGateway({ DATA_DIR: dataDir });
+    try {
+      const { code, output } = await runGateway({ DATA_DIR: dataDir, OPS_PORT: String(await freePort()) }, 60_000);
+      expect(code).not.toBe(0);
+      const lines = output.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toBe(
+        `gatehouse: DATA_DIR: cannot open the store: ${dataDir} is in use by another process (a running gateway, or a gatehouse command): ` +
+          'stop it first, or share a PostgreSQL database (DATABASE_URL)',
+      );
+      expect((await request(`${first.opsUrl}/readyz`)).status).toBe(200);
+    } finally {
+      expect(await first.stop()).toBe(0);
+    }
+    const next = await startGateway({ DATA_DIR: dataDir });
+    await next.stop();
+  });
+
+  it('a DATA_DIR open to other users is made private at start, with one warning line naming what was looser', async () => {
+    const dataDir = tempDataDir();
+    await (await startGateway({ DATA_DIR: dataDir })).stop();
+    chmodSync(dataDir, 0o755);
+    chmodSync(join(dataDir, 'gatehouse.sqlite'), 0o644);
+    const gateway = await startGateway({ DATA_DIR: dataDir });
+    try {
+      const warnings = gateway.output().split('\n').filter((line) => line.includes('was open to other users'));
+      expect(warnings).toHaveLength(1);
+      expect(JSON.parse(warnings[0]!)).toMatchObject({
+        level: 40,
+        msg: `DATA_DIR: ${dataDir} was open to other users, now private to its owner (directory 0700, files 0600): the directory (was 0755), gatehouse.sqlite (was 0644)`,
+      });
+      expect([statSync(dataDir).mode & 0o777, statSync(join(dataDir, 'gatehouse.sqlite')).mode & 0o777]).toEqual([0o700, 0o600]);
+    } finally {
+      await gateway.stop();
     }
   });
 

@@ -1,51 +1,108 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { EMBEDDED_STORE_FILE, openEmbeddedDatabase } from '../../src/store/embedded.ts';
-import { lockEmbeddedStore } from '../../src/store/embedded-lock.ts';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DATA_DIR_LOCK_FILE } from '../../src/store/data-dir-lock.ts';
+import { openStore } from '../../src/store/open.ts';
+import { IMPORT_OPEN_STORE, killHard, runStoreScript } from '../support/store-process.ts';
 
-const storeDir = () => join(mkdtempSync(join(tmpdir(), 'gatehouse-lock-')), EMBEDDED_STORE_FILE);
+const dataDir = () => mkdtempSync(join(tmpdir(), 'gatehouse-lock-'));
 
-describe('the embedded store lock', () => {
-  it('is taken with this pid and removed on release', () => {
-    const dir = storeDir();
-    const release = lockEmbeddedStore(dir);
-    expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.pid}\n`);
-    release();
-    expect(existsSync(`${dir}.lock`)).toBe(false);
+/** Opens the store in DATA_DIR as a gateway does, creates one key, says so, and waits to be killed. */
+const HOLDER = `
+${IMPORT_OPEN_STORE}
+const store = await openStore({ dataDir: process.env.DATA_DIR });
+await store.createApiKey({ name: 'held', agentId: null, keyPrefix: 'gh_holder000', keyHash: 'h', scopes: [], expiresAt: null }, null, new Date());
+process.stdout.write('done\\n');
+setInterval(() => {}, 60_000);
+`;
+
+const children: ChildProcess[] = [];
+afterEach(async () => {
+  await Promise.all(children.splice(0).map(killHard));
+});
+
+/** Another process holding the store in `dir`. */
+async function holder(dir: string): Promise<ChildProcess> {
+  const child = await runStoreScript(dir, HOLDER);
+  children.push(child);
+  return child;
+}
+
+describe('one process per DATA_DIR, by an operating-system lock', { timeout: 60_000 }, () => {
+  it('refuses a second process with one line naming DATA_DIR', async () => {
+    const dir = dataDir();
+    await holder(dir);
+    const refused: unknown = await openStore({ dataDir: dir }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(Error);
+    const { message } = refused as Error;
+    expect(message).not.toContain('\n');
+    expect(message).toBe(
+      `${dir} is in use by another process (a running gateway, or a gatehouse command): stop it first, or share a PostgreSQL database (DATABASE_URL)`,
+    );
+    // The holder's lock is the kernel's: /proc/locks lists a POSIX lock on the lock file's inode.
+    const inode = statSync(join(dir, DATA_DIR_LOCK_FILE)).ino;
+    expect(readFileSync('/proc/locks', 'utf8')).toMatch(new RegExp(`POSIX\\s+ADVISORY\\s+WRITE\\s+\\d+\\s+\\S+:${inode} `));
   });
 
-  it('refuses while another live process holds it, naming that process', () => {
-    const dir = storeDir();
-    writeFileSync(`${dir}.lock`, `${process.ppid}\n`);
-    expect(() => lockEmbeddedStore(dir)).toThrow(new RegExp(`in use by process ${process.ppid}`));
-    expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.ppid}\n`);
+  it('refuses a second opening within the same process while the first holds it', async () => {
+    const dir = dataDir();
+    const first = await openStore({ dataDir: dir });
+    try {
+      await expect(openStore({ dataDir: dir })).rejects.toThrow(`${dir} is in use by another process`);
+    } finally {
+      await first.close();
+    }
+    // Released on close: the next opening takes it.
+    await (await openStore({ dataDir: dir })).close();
+  });
+
+  it('is released by the kernel when its holder is SIGKILLed: the next start takes it, with the holder’s data', async () => {
+    const dir = dataDir();
+    await killHard(await holder(dir));
+    const store = await openStore({ dataDir: dir });
+    try {
+      expect((await store.listApiKeys()).map((key) => key.keyPrefix)).toEqual(['gh_holder000']);
+    } finally {
+      await store.close();
+    }
   });
 
   it.each([
-    { holder: () => String(spawnSync(process.execPath, ['-e', '0']).pid), why: 'a process that has exited (a crash)' },
-    { holder: () => String(process.pid), why: 'this very pid (a restarted container is pid 1 again)' },
-    { holder: () => 'garbage', why: 'an unreadable lock file' },
-  ])('takes over a lock held by $why', ({ holder }) => {
-    const dir = storeDir();
-    writeFileSync(`${dir}.lock`, `${holder()}\n`);
-    const release = lockEmbeddedStore(dir);
-    expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.pid}\n`);
-    release();
+    { content: () => `${process.ppid}\n`, why: 'a live, unrelated process (a reused pid)' },
+    { content: () => `${process.pid}\n`, why: 'this very process' },
+    { content: () => 'garbage\n', why: 'nothing readable' },
+  ])('is not blocked by a pid lock file of an earlier build naming $why, and removes it', async ({ content }) => {
+    const dir = dataDir();
+    const stale = join(dir, 'gatehouse.sqlite.lock');
+    writeFileSync(stale, content());
+    const store = await openStore({ dataDir: dir });
+    try {
+      expect(existsSync(stale)).toBe(false);
+      expect(await store.countAdmins()).toBe(0);
+    } finally {
+      await store.close();
+    }
   });
 
-  it('is taken by the embedded store on its file, and refuses a second opening while held', () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'gatehouse-lock-'));
-    const lock = join(dataDir, `${EMBEDDED_STORE_FILE}.lock`);
-    writeFileSync(lock, `${process.ppid}\n`);
-    expect(() => openEmbeddedDatabase(dataDir)).toThrow(new RegExp(`${EMBEDDED_STORE_FILE} is in use by process ${process.ppid}`));
-    writeFileSync(lock, 'garbage\n');
-    const { db, release } = openEmbeddedDatabase(dataDir);
-    expect(readFileSync(lock, 'utf8')).toBe(`${process.pid}\n`);
-    db.close();
-    release();
-    expect(existsSync(lock)).toBe(false);
+  it('takes a lock file that holds something else than an empty database', async () => {
+    const dir = dataDir();
+    writeFileSync(join(dir, DATA_DIR_LOCK_FILE), '12345\n');
+    await (await openStore({ dataDir: dir })).close();
+    expect(statSync(join(dir, DATA_DIR_LOCK_FILE)).size).toBe(0);
+  });
+
+  it('lets `gatehouse store copy` read the store (read-only, without the lock) beside its running holder', async () => {
+    const dir = dataDir();
+    await holder(dir);
+    const snapshot = await openStore({ dataDir: dir, readOnly: true });
+    try {
+      expect((await snapshot.exportData()).apiKeys.map((key) => key.keyPrefix)).toEqual(['gh_holder000']);
+    } finally {
+      await snapshot.close();
+    }
+    // The holder still holds it.
+    await expect(openStore({ dataDir: dir })).rejects.toThrow('is in use by another process');
   });
 });

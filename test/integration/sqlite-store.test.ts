@@ -1,16 +1,16 @@
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { DatabaseSync } from 'node:sqlite';
 import { describe, expect, it } from 'vitest';
+import { DATA_DIR_LOCK_FILE } from '../../src/store/data-dir-lock.ts';
 import { EMBEDDED_STORE_FILE } from '../../src/store/embedded.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { StoreData } from '../../src/store/store.ts';
 import { StoreUnavailableError } from '../../src/store/unavailable.ts';
-import { REPO_ROOT, runGateway } from '../support/gateway-process.ts';
+import { runGateway } from '../support/gateway-process.ts';
 import { createTestDatabase, describeWithPostgres } from '../support/services.ts';
+import { IMPORT_OPEN_STORE, killHard, runStoreScript } from '../support/store-process.ts';
 
 const dataDir = () => mkdtempSync(join(tmpdir(), 'gatehouse-sqlite-'));
 
@@ -32,7 +32,7 @@ describe('the embedded store refuses a DATA_DIR of another format', () => {
     expect(message).toContain(`${dir} holds an embedded store from Gatehouse 8.0 (PGlite, in ${join(dir, 'pglite')})`);
     expect(message).toMatch(/: run 'gatehouse store upgrade' with the same DATA_DIR once, with the gateway stopped, to convert it/);
     expect(existsSync(join(dir, EMBEDDED_STORE_FILE))).toBe(false);
-    expect(existsSync(join(dir, `${EMBEDDED_STORE_FILE}.lock`))).toBe(false);
+    expect(existsSync(join(dir, DATA_DIR_LOCK_FILE))).toBe(false);
   });
 
   it('holding a gatehouse.sqlite that is not SQLite: refused, and the file left as it was', async () => {
@@ -52,12 +52,11 @@ describe('the embedded store refuses a DATA_DIR of another format', () => {
     await expect(openStore({ dataDir: dir })).rejects.toThrow(/schema is version 99, from a newer Gatehouse/);
   });
 
-  it('opens an empty gatehouse.sqlite (a file SQLite has not written yet) as a new store', async () => {
+  it('holding a zero-length gatehouse.sqlite: refused, never opened as a new, empty store (test/integration/embedded-files.test.ts)', async () => {
     const dir = dataDir();
     writeFileSync(join(dir, EMBEDDED_STORE_FILE), '');
-    const store = await openStore({ dataDir: dir });
-    expect(await store.countAdmins()).toBe(0);
-    await store.close();
+    await expect(openStore({ dataDir: dir })).rejects.toThrow(`${join(dir, EMBEDDED_STORE_FILE)} is empty (0 bytes)`);
+    expect(readFileSync(join(dir, EMBEDDED_STORE_FILE), 'utf8')).toBe('');
   });
 
   it('stops the gateway at start with one line naming DATA_DIR', { timeout: 60_000 }, async () => {
@@ -93,7 +92,7 @@ describe('the embedded store while an outside tool holds its write lock', () => 
 
 /** Opens the store in DATA_DIR, creates a key and revokes it (each with its audit event), says so, and waits to be killed. */
 const CREATE_AND_REVOKE = `
-import { openStore } from ${JSON.stringify(pathToFileURL(join(REPO_ROOT, 'src/store/open.ts')).href)};
+${IMPORT_OPEN_STORE}
 const store = await openStore({ dataDir: process.env.DATA_DIR });
 const audit = (action) => (row) => ({ action, actorKind: 'admin', actorId: '1', subjectId: String(row.id), clientAddress: null, detail: {} });
 const key = { name: 'killed', agentId: null, keyPrefix: 'gh_killed000', keyHash: 'h', scopes: ['events:write'], expiresAt: null };
@@ -106,24 +105,8 @@ setInterval(() => {}, 60_000);
 describe('the embedded store under a crash', () => {
   it('keeps a created and a revoked key, with both events, when the process is killed right after', { timeout: 60_000 }, async () => {
     const dir = dataDir();
-    const child = spawn(process.execPath, ['--input-type=module', '-e', CREATE_AND_REVOKE], {
-      env: { PATH: process.env.PATH ?? '', DATA_DIR: dir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    await new Promise<void>((resolve, reject) => {
-      const look = (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('done\n')) resolve();
-      };
-      child.stdout.on('data', look);
-      child.stderr.on('data', look);
-      child.once('exit', () => reject(new Error(`the child exited before it was killed:\n${output}`)));
-    });
-    child.kill('SIGKILL');
-    await exited;
-    // Killed with the store open: its changes are in the WAL, and its lock names a dead process.
+    await killHard(await runStoreScript(dir, CREATE_AND_REVOKE));
+    // Killed with the store open: its changes are in the WAL, and its lock went with the process.
     expect(existsSync(join(dir, `${EMBEDDED_STORE_FILE}-wal`))).toBe(true);
 
     const store = await openStore({ dataDir: dir });

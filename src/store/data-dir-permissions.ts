@@ -1,0 +1,34 @@
+import { chmodSync, lstatSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const PRIVATE_DIR = 0o700;
+const PRIVATE_FILE = 0o600;
+
+/**
+ * Makes DATA_DIR readable by its owner alone: the directory `0700`, every file directly in it
+ * `0600` (the store, its `-wal` and `-shm`, the lock, and whatever else the gateway keeps
+ * there). The store holds the JWT signing secret and every hash; a directory restored from a
+ * backup as `0644` would otherwise stay world-readable. Only permission bits are taken away,
+ * never added (a `0400` file stays `0400`); symbolic links and subdirectories are left alone.
+ *
+ * Returns the one warning line naming what was looser, or undefined when nothing was.
+ */
+export function tightenDataDir(dir: string): string | undefined {
+  const loosened: string[] = [];
+  const tighten = (path: string, name: string, allowed: number) => {
+    const mode = lstatSync(path).mode & 0o777;
+    if ((mode & ~allowed) === 0) return;
+    chmodSync(path, mode & allowed);
+    loosened.push(`${name} (was ${octal(mode)})`);
+  };
+  tighten(dir, 'the directory', PRIVATE_DIR);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.isFile()) tighten(join(dir, entry.name), entry.name, PRIVATE_FILE);
+  }
+  if (loosened.length === 0) return undefined;
+  return `DATA_DIR: ${dir} was open to other users, now private to its owner (directory 0700, files 0600): ${loosened.join(', ')}`;
+}
+
+function octal(mode: number): string {
+  return `0${mode.toString(8).padStart(3, '0')}`;
+}
