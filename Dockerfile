@@ -47,7 +47,7 @@ COPY --from=deps /app/node_modules ./node_modules
 # .dockerignore is an allowlist: package.json, tsconfig, src/, config/, bin/ and examples/ only.
 COPY . .
 COPY --from=build /app/dist ./dist
-RUN mkdir -p /data && chown node:node /data
+RUN mkdir -p /data && chown node:node /data && chmod 0700 /data
 VOLUME ["/data"]
 USER node
 EXPOSE 8080 8081

@@ -1,11 +1,14 @@
+import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { DATA_DIR_LOCK_FILE } from '../../src/store/data-dir-lock.ts';
 import { EMBEDDED_STORE_FILE } from '../../src/store/embedded.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/store.ts';
+import { REPO_ROOT } from '../support/gateway-process.ts';
 import { IMPORT_OPEN_STORE, killHard, runStoreScript } from '../support/store-process.ts';
 
 const dataDir = () => mkdtempSync(join(tmpdir(), 'gatehouse-files-'));
@@ -77,6 +80,27 @@ describe('the embedded store’s files are private to their owner', () => {
     const again: string[] = [];
     await (await openStore({ dataDir: dir, warn: (message) => again.push(message) })).close();
     expect(again).toEqual([]);
+  });
+
+  // Running a process as another user takes root, which the tests run as.
+  it.skipIf(process.getuid?.() !== 0)('leaves what another user owns as it is and names it in the same line', () => {
+    // Run as `nobody` in a directory of root's: the directory and one file are not its to change.
+    const dir = dataDir();
+    chmodSync(dir, 0o777);
+    writeFileSync(join(dir, 'roots'), 'x', { mode: 0o644 });
+    chmodSync(join(dir, 'roots'), 0o644);
+    const module = pathToFileURL(join(REPO_ROOT, 'src/store/data-dir-permissions.ts')).href;
+    const script = `import { writeFileSync } from 'node:fs';
+      import { tightenDataDir } from ${JSON.stringify(module)};
+      writeFileSync(${JSON.stringify(join(dir, 'mine'))}, 'x', { mode: 0o644 });
+      process.stdout.write(tightenDataDir(${JSON.stringify(dir)}));`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { uid: 65534, gid: 65534, encoding: 'utf8' });
+    expect([run.status, run.stderr]).toEqual([0, '']);
+    expect(run.stdout).toBe(
+      `DATA_DIR: ${dir} was open to other users, now private to its owner (directory 0700, files 0600): mine (was 0644); ` +
+        "not this user's to change, left open: the directory (0777), roots (0644)",
+    );
+    expect([modeOf(dir), modeOf(join(dir, 'roots')), modeOf(join(dir, 'mine'))]).toEqual([0o777, 0o644, 0o600]);
   });
 
   it('takes permission away and never adds it: a 0400 file stays 0400', async () => {
