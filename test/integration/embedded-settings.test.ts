@@ -9,7 +9,7 @@ import { SqliteStore } from '../../src/store/sqlite-store.ts';
 const dataDir = () => mkdtempSync(join(tmpdir(), 'gatehouse-embedded-'));
 
 describe('the embedded store (SQLite)', () => {
-  it('is one file in DATA_DIR, in WAL mode, synced on every commit, with foreign keys and a short busy timeout', () => {
+  it('is one file in DATA_DIR, in WAL mode, synced on every commit, with foreign keys, a short busy timeout and a small WAL', () => {
     const dir = dataDir();
     const { db, release } = openEmbeddedDatabase(dir);
     try {
@@ -20,6 +20,9 @@ describe('the embedded store (SQLite)', () => {
       expect(pragma('synchronous')).toBe(2);
       expect(pragma('foreign_keys')).toBe(1);
       expect(pragma('busy_timeout')).toBe(1000);
+      // The WAL bounded for small volumes (docs/adr/0029-data-dir-lock-and-store-files.md).
+      expect(pragma('wal_autocheckpoint')).toBe(128);
+      expect(pragma('journal_size_limit')).toBe(524_288);
     } finally {
       db.close();
       release();
