@@ -85,7 +85,7 @@ describe('gatehouse store upgrade on a DATA_DIR written by Gatehouse 8.0.0', { t
       backup: join(dir, 'pglite-8.0-backup'),
       copied: { admins: 1, api_keys: 5, audit_events: fixture.audit.length, settings: 1 },
     });
-    expect(readdirSync(dir).filter((name) => !name.startsWith('gatehouse.sqlite')).sort()).toEqual(['pglite-8.0-backup']);
+    expect(readdirSync(dir).filter((name) => !name.startsWith('gatehouse.sqlite')).sort()).toEqual(['gatehouse.lock', 'pglite-8.0-backup']);
     // The backup is the 8.0 directory untouched: the same files as in the fixture.
     const original = execFileSync('tar', ['-tJf', join(FIXTURES, 'store-8.0.0.tar.xz')], { encoding: 'utf8' });
     const files = original.split('\n').filter((line) => line.startsWith('./pglite/') && !line.endsWith('/'));
