@@ -10,7 +10,7 @@ import { recordTraffic, ROUTES } from '../support/metrics-traffic.ts';
 
 /*
  * Prometheus's own checker on what Gatehouse hands Prometheus: the scrape, and the PromQL of the
- * alerts and dashboards under deploy/ (whose metric names test/unit/deploy/manifests.test.ts
+ * alerts and dashboards under deploy/ (whose metric names test/unit/deploy/alert-rules.test.ts
  * checks against the registry). promtool is a process, so this is not a unit test.
  */
 

@@ -5,7 +5,7 @@ import { parseAllDocuments } from 'yaml';
 
 /*
  * The manifests under deploy/ read as data: checked against the code in
- * test/unit/deploy/manifests.test.ts, and their PromQL by promtool in
+ * test/unit/deploy/, and their PromQL by promtool in
  * test/integration/promtool.test.ts.
  */
 
