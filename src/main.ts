@@ -1,5 +1,7 @@
+import { isatty } from 'node:tty';
 import { build } from './app.ts';
 import { ensureAdmin } from './admin/bootstrap.ts';
+import { interactiveTerminal } from './admin/interactive-terminal.ts';
 import { ConfigError, loadConfig } from './config/load.ts';
 import { buildOpsServer, type OpsState } from './ops/ops-server.ts';
 import { openFilesLimit, openFilesWarning } from './ops/open-files-limit.ts';
@@ -32,12 +34,13 @@ export async function serve(environment: Record<string, string | undefined> = pr
   const gateway = await build(config, { store });
   const { app } = gateway;
   for (const warning of storeWarnings) app.log.warn(warning);
-  // A generated password is shown only on a terminal: piped output is a log stream.
-  const terminal = [process.stdout, process.stderr].find((stream) => stream.isTTY);
+  // A generated password is shown only on an interactive terminal: other output is a log stream.
+  // isatty(0), not process.stdin: the server never reads stdin, so it opens no stream on it.
+  const terminal = interactiveTerminal({ isTTY: isatty(0) }, process.stdout);
   await ensureAdmin(store, gateway.hasher, { email: env.ADMIN_EMAIL, password: env.ADMIN_PASSWORD }, {
     info: (message) => app.log.info(message),
     warn: (message) => app.log.warn(message),
-    ...(terminal ? { terminal: (lines: string[]) => terminal.write(lines.join('\n') + '\n') } : {}),
+    ...(terminal ? { terminal } : {}),
   }, gateway.initialPassword);
 
   const descriptors = openFilesWarning(env.MAX_CONNECTIONS, openFilesLimit());

@@ -8,7 +8,7 @@ export const DEFAULT_ADMIN_EMAIL = 'admin@gatehouse.local';
 export interface BootstrapOutput {
   info(message: string): void;
   warn(message: string): void;
-  /** Present only when a terminal is attached (stdout or stderr is a TTY): never a log stream. */
+  /** Present only on an interactive terminal (stdin and stdout TTYs, src/admin/interactive-terminal.ts): never a log stream. */
   terminal?: (lines: string[]) => void;
 }
 
@@ -17,7 +17,7 @@ export interface BootstrapOutput {
  * admin if missing and never overwrite an existing one's password. With no admin at all and
  * none configured, one is created with a generated password (as Grafana and Argo CD do), so
  * `npm start` alone is usable: the password goes to `DATA_DIR/initial-admin-password`, which
- * the log line names, and to a terminal if there is one, never into the log.
+ * the log line names, and to an interactive terminal if there is one, never into the log.
  */
 export async function ensureAdmin(
   store: Store,

@@ -23,21 +23,23 @@ async function pgliteReader(): Promise<PgliteStoreReader> {
 export const storeUpgrade: Command = {
   name: 'store upgrade',
   summary: 'Convert an embedded store written by Gatehouse 8.0 (PGlite) into this build\'s, in place.',
-  synopsis: '[--json]',
+  synopsis: '[--force] [--json]',
   description: [
     'Converts the 8.0 store in DATA_DIR (its pglite/ directory) into this build\'s SQLite store,',
     'keeping everything it holds, ids included: admins (their password hashes), API keys (their',
     'hashes, scopes, agents, expiry, revocation, last use), the audit trail and the stored secrets',
     '(the JWT signing secret among them): every key and unexpired admin token keeps working.',
-    'Run it once with the gateway stopped (it refuses while an 8.0 gateway runs on DATA_DIR). The',
+    'Run it once with the gateway stopped (it refuses while an 8.0 gateway runs on DATA_DIR). A',
+    'DATA_DIR/pglite.lock whose process it cannot see (in another container, or gone) is refused',
+    'too: once you know no 8.0 gateway runs, run it again with --force to take the lock over. The',
     'new store is written beside the old one and read back before anything moves; the 8.0 files',
     `are then kept, untouched, in DATA_DIR/${PGLITE_BACKUP_DIR}: delete it once the gateway runs`,
     'well on the new store. A DATA_DIR that holds this build\'s store already is left as it is.',
     'Needs the optional package @electric-sql/pglite (installed by npm ci unless --omit=optional).',
     'A PostgreSQL store (DATABASE_URL) needs no command: it is migrated when the gateway starts.',
   ],
-  options: { json: { type: 'boolean' } },
-  optionHelp: { json: 'print JSON' },
+  options: { force: { type: 'boolean' }, json: { type: 'boolean' } },
+  optionHelp: { force: 'take over a pglite.lock left behind: only once you know no 8.0 gateway runs on DATA_DIR', json: 'print JSON' },
   async run(io, args) {
     const { env } = loadConfig(io.env);
     if (env.DATABASE_URL) {
@@ -46,7 +48,7 @@ export const storeUpgrade: Command = {
     const { upgradeDataDir, UpgradeRefusedError } = await import('../store/upgrade-data-dir.ts');
     let result: UpgradeResult;
     try {
-      result = await upgradeDataDir(env.DATA_DIR, pgliteReader);
+      result = await upgradeDataDir(env.DATA_DIR, pgliteReader, args.values.force === true);
     } catch (error) {
       if (error instanceof UpgradeRefusedError) throw new RefusedError(error.code, `DATA_DIR: ${error.message}`);
       if (error instanceof RefusedError) throw error;

@@ -14,8 +14,9 @@ const REPLACEMENT_CHARACTER = '\uFFFD';
 
 /**
  * What `store copy` writes: every record as the source holds it, except that a string the
- * target could not hold (a NUL, which an embedded store written by 8.0 may have taken in a
- * key's name; a lone surrogate) gets U+FFFD in place of each such character, and is reported.
+ * target could not hold (a NUL, which a pre-release (8.1 development) embedded SQLite store
+ * may have taken in a key's name, though 8.0's PGlite store, PostgreSQL, refused it; a lone
+ * surrogate) gets U+FFFD in place of each such character, and is reported.
  * A copy never fails on a character, and it holds only what the gateway accepts today
  * (src/store/storable-text.ts).
  */

@@ -2,7 +2,7 @@ import { closeSync, cpSync, existsSync, fsyncSync, mkdirSync, openSync, renameSy
 import { join, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { EMBEDDED_STORE_FILE, openEmbeddedSnapshot, openEmbeddedStore } from './embedded.ts';
-import { holdsPgliteStore, lockPgliteStore, PGLITE_BACKUP_DIR, PGLITE_DIR, UPGRADE_COMMAND } from './pglite-data-dir.ts';
+import { holdsPgliteStore, lockPgliteStore, PGLITE_BACKUP_DIR, PgliteLockedError, PGLITE_DIR, UPGRADE_COMMAND } from './pglite-data-dir.ts';
 import type { StoreData } from './store.ts';
 
 /** Where the conversion works, inside DATA_DIR (the same filesystem, so the swap is a rename). */
@@ -14,7 +14,7 @@ export type UpgradeResult =
 
 /** A DATA_DIR the upgrade will not touch, with the reason in one line. */
 export class UpgradeRefusedError extends Error {
-  readonly code: 'no_store' | 'mixed_store' | 'backup_exists';
+  readonly code: 'no_store' | 'mixed_store' | 'backup_exists' | 'store_in_use';
   constructor(code: UpgradeRefusedError['code'], message: string) {
     super(message);
     this.name = 'UpgradeRefusedError';
@@ -31,9 +31,10 @@ export type PgliteStoreReader = (pgliteDir: string) => Promise<StoreData>;
  * read back before anything moves; then it is renamed into place while `pglite/` is still
  * there (so a start in between refuses), and `pglite/` is renamed to PGLITE_BACKUP_DIR,
  * untouched: 8.0 can run on it again. Holds 8.0's lock throughout. A DATA_DIR that already
- * holds this build's store is `current`, left as it is.
+ * holds this build's store is `current`, left as it is. `force`: the operator knows no 8.0
+ * gateway runs, so a lock left behind may be taken over (lockPgliteStore).
  */
-export async function upgradeDataDir(dataDir: string, readStore: () => Promise<PgliteStoreReader>): Promise<UpgradeResult> {
+export async function upgradeDataDir(dataDir: string, readStore: () => Promise<PgliteStoreReader>, force = false): Promise<UpgradeResult> {
   const dir = resolve(dataDir);
   const storeFile = join(dir, EMBEDDED_STORE_FILE);
   const backup = join(dir, PGLITE_BACKUP_DIR);
@@ -54,7 +55,7 @@ export async function upgradeDataDir(dataDir: string, readStore: () => Promise<P
   }
   // Before the lock: a missing optional dependency is refused with nothing touched.
   const read = await readStore();
-  const release = lockPgliteStore(dir);
+  const release = lockOrRefuse(dir, force);
   const work = join(dir, WORK_DIR);
   try {
     rmSync(work, { recursive: true, force: true });
@@ -65,6 +66,15 @@ export async function upgradeDataDir(dataDir: string, readStore: () => Promise<P
   } finally {
     rmSync(work, { recursive: true, force: true });
     release();
+  }
+}
+
+function lockOrRefuse(dir: string, force: boolean): () => void {
+  try {
+    return lockPgliteStore(dir, force);
+  } catch (error) {
+    if (error instanceof PgliteLockedError) throw new UpgradeRefusedError(error.code, error.message);
+    throw error;
   }
 }
 

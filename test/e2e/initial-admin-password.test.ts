@@ -1,10 +1,11 @@
+import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_ADMIN_EMAIL } from '../../src/admin/bootstrap.ts';
 import { INITIAL_PASSWORD_FILE } from '../../src/admin/initial-password-file.ts';
 import { runCli } from '../support/cli-process.ts';
-import { emptyDataDir, startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { emptyDataDir, FAST_ARGON2, freePort, REPO_ROOT, startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { loginAdmin, request } from '../support/http.ts';
 import { createTestDatabase, describeWithPostgres, type TestDatabase } from '../support/services.ts';
 
@@ -26,6 +27,45 @@ function initialPassword(dataDir: string): string {
 function expectFileNamedNotPassword(gateway: GatewayProcess, dataDir: string, password: string): void {
   expect(gateway.output()).toContain(join(dataDir, INITIAL_PASSWORD_FILE));
   expect(gateway.output()).not.toContain(password);
+}
+
+/**
+ * A first start under a pseudo-terminal (util-linux `script`), as `docker run -t` gives a
+ * container one: stdout and stderr on it, stdin on it too (`docker run -it`, a shell) or not.
+ * Resolves with everything written to the terminal once the gateway listens, then stops it.
+ */
+async function firstStartOnTty(dataDir: string, stdinOnTty: boolean): Promise<string> {
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'info',
+    PORT: String(await freePort()),
+    OPS_PORT: String(await freePort()),
+    ...FAST_ARGON2,
+    ...NO_ADMIN,
+  };
+  const command = `exec ${JSON.stringify(process.execPath)} src/main.ts${stdinOnTty ? '' : ' < /dev/null'}`;
+  const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: REPO_ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let output = '';
+  const listening = new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Server listening')) resolve();
+    });
+    void exited.then(() => reject(new Error(`the gateway exited before listening:\n${output}`)));
+  });
+  try {
+    await listening;
+  } finally {
+    // The gateway runs in script's session, not as its child's group: stopped by its own pid, from its log.
+    const pid = Number(/"pid":(\d+)/.exec(output)?.[1]);
+    if (pid > 0) process.kill(pid, 'SIGTERM');
+    else child.kill('SIGKILL');
+    await exited;
+  }
+  return output;
 }
 
 // Each test starts a gateway (and the CLI): generous on a loaded machine.
@@ -82,6 +122,21 @@ describe('the first admin\'s generated password', { timeout: 120_000 }, () => {
     await loginAdmin(restarted.url, DEFAULT_ADMIN_EMAIL, `${NEW_PASSWORD}!`);
     // An admin exists: nothing is generated, no file comes back.
     expect(existsSync(join(dataDir, INITIAL_PASSWORD_FILE))).toBe(false);
+  });
+
+  it('is shown on an interactive terminal (stdin and stdout TTYs), never on a TTY that only records output (docker run -t, tty: true)', async () => {
+    const recordedDir = emptyDataDir();
+    const recorded = await firstStartOnTty(recordedDir, false);
+    const hidden = initialPassword(recordedDir);
+    expect(recorded).toContain(join(recordedDir, INITIAL_PASSWORD_FILE));
+    expect(recorded).not.toContain(hidden);
+    expect(recorded).not.toContain('Gatehouse created an admin account');
+
+    const interactiveDir = emptyDataDir();
+    const interactive = await firstStartOnTty(interactiveDir, true);
+    const shown = initialPassword(interactiveDir);
+    expect(interactive).toContain('Gatehouse created an admin account');
+    expect(interactive).toContain(`password: ${shown}`);
   });
 
   describeWithPostgres('on PostgreSQL', () => {

@@ -175,7 +175,14 @@ registerHooks({
 });
 `)}`;
 
-describe('gatehouse store upgrade refuses', { timeout: 120_000 }, () => {
+/** Writes 8.0's lock holding the CLI's own pid before the CLI runs, through a module loaded first. */
+function lockedWithOwnPid(lock: string): string {
+  return `--import=data:text/javascript,${encodeURIComponent(
+    `import { writeFileSync } from 'node:fs'; writeFileSync(${JSON.stringify(lock)}, process.pid + '\\n');`,
+  )}`;
+}
+
+describe('gatehouse store upgrade refuses', { timeout: 240_000 }, () => {
   it('without its optional dependency: one line saying how to install it, nothing changed', async () => {
     const dir = dataDirWrittenBy800();
     const result = await runCli(['store', 'upgrade'], { DATA_DIR: dir, NODE_OPTIONS: WITHOUT_PGLITE });
@@ -186,16 +193,55 @@ describe('gatehouse store upgrade refuses', { timeout: 120_000 }, () => {
     expect(readdirSync(dir)).toEqual(['pglite']);
   });
 
-  it('while an 8.0 gateway holds the DATA_DIR, and changes nothing', async () => {
+  it('while a process it can see holds 8.0\'s lock, --force or not, and changes nothing', async () => {
     const dir = dataDirWrittenBy800();
     lockedBy80Gateway(dir);
-    const result = await runCli(['store', 'upgrade'], { DATA_DIR: dir });
+    const lock = join(dir, 'pglite.lock');
+    for (const args of [['store', 'upgrade'], ['store', 'upgrade', '--force']]) {
+      const result = await runCli(args, { DATA_DIR: dir });
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stderr).toBe(
+        `gatehouse: DATA_DIR: ${dir} is in use by process ${process.pid} (a Gatehouse 8.0 gateway?): stop it, then run 'gatehouse store upgrade' again ` +
+          `(if process ${process.pid} is no gateway, remove ${lock} first)\n`,
+      );
+      expect(readdirSync(dir).sort()).toEqual(['pglite', 'pglite.lock']);
+      expect(readFileSync(lock, 'utf8')).toBe(`${process.pid}\n`);
+    }
+  });
+
+  it('a lock naming its own pid (a gateway that was PID 1 in its container, as the command is in its own): until --force', async () => {
+    const dir = dataDirWrittenBy800();
+    const lock = join(dir, 'pglite.lock');
+    const result = await runCli(['store', 'upgrade', '--json'], { DATA_DIR: dir, NODE_OPTIONS: lockedWithOwnPid(lock) });
+    const pid = readFileSync(lock, 'utf8').trim();
     expect(result.code).toBe(1);
+    expect(result.json()).toMatchObject({ error: { code: 'store_in_use' } });
     expect(result.stderr).toBe(
-      `gatehouse: DATA_DIR: ${dir} is in use by process ${process.pid} (a Gatehouse 8.0 gateway?): stop it, then run 'gatehouse store upgrade' again\n`,
+      `gatehouse: DATA_DIR: ${dir} is locked by process ${pid}, this command's own pid here (${lock}): ` +
+        'a Gatehouse 8.0 gateway in another container or PID namespace, or one that stopped without unlocking; ' +
+        `stop 8.0, and once you know it is stopped run 'gatehouse store upgrade --force' (or remove ${lock})\n`,
     );
     expect(readdirSync(dir).sort()).toEqual(['pglite', 'pglite.lock']);
-    expect(readFileSync(join(dir, 'pglite.lock'), 'utf8')).toBe(`${process.pid}\n`);
+  });
+
+  it('a lock naming a process it cannot see: until --force, which converts and releases the lock', async () => {
+    const dir = dataDirWrittenBy800();
+    const lock = join(dir, 'pglite.lock');
+    // No process has a pid as high as pid_max: kill(pid, 0) answers ESRCH, as it does for a
+    // gateway in another PID namespace.
+    const invisible = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
+    writeFileSync(lock, `${invisible}\n`);
+    const refused = await runCli(['store', 'upgrade'], { DATA_DIR: dir });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`${dir} is locked by process ${invisible}, which this command cannot see (${lock}): `);
+    expect(refused.stderr).toContain(`once you know it is stopped run 'gatehouse store upgrade --force' (or remove ${lock})`);
+    expect(readdirSync(dir).sort()).toEqual(['pglite', 'pglite.lock']);
+    expect(readFileSync(lock, 'utf8')).toBe(`${invisible}\n`);
+
+    const forced = await runCli(['store', 'upgrade', '--force', '--json'], { DATA_DIR: dir }, undefined, 180_000);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.json()).toMatchObject({ outcome: 'upgraded', copied: { admins: 1, api_keys: 5 } });
+    expect(readdirSync(dir).filter((name) => !name.startsWith('gatehouse.sqlite')).sort()).toEqual(['pglite-8.0-backup']);
   });
 
   it('beside a gatehouse.sqlite or an earlier backup: never overwritten, nothing changed', async () => {
