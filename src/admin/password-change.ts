@@ -5,6 +5,7 @@ import type { AdminPrincipal } from '../policy/principal.ts';
 import type { Store } from '../store/store.ts';
 import { sameSecret, type InitialPasswordFile } from './initial-password-file.ts';
 import type { LoginService } from './login.ts';
+import { newPasswordProblem } from './password-rules.ts';
 import type { SessionService } from './session-service.ts';
 
 interface PasswordChangeDeps {
@@ -17,8 +18,7 @@ interface PasswordChangeDeps {
   now: () => Date;
 }
 
-/** The shortest new password an admin may choose. */
-export const MIN_PASSWORD_LENGTH = 12;
+export { MIN_PASSWORD_LENGTH } from './password-rules.ts';
 
 /**
  * An admin changes their own password (`POST /api/v1/auth/password`): the current one proven as
@@ -35,7 +35,8 @@ export class PasswordChange {
 
   async change(principal: AdminPrincipal, current: string, next: string, actor: Actor): Promise<void> {
     const problems: Array<{ field: string; message: string }> = [];
-    if ([...next].length < MIN_PASSWORD_LENGTH) problems.push({ field: 'new_password', message: `must be at least ${MIN_PASSWORD_LENGTH} characters` });
+    const rule = newPasswordProblem(next);
+    if (rule !== undefined) problems.push({ field: 'new_password', message: rule });
     if (next === current) problems.push({ field: 'new_password', message: 'must differ from the current password' });
     if (problems.length > 0) throw new GatewayError('validation_failed', problems.map((problem) => `${problem.field}: ${problem.message}`).join('; '), { errors: problems });
     if (!(await this.#deps.login.verifyPassword(principal.adminId, current, actor.address ?? 'unknown'))) {

@@ -1,4 +1,5 @@
 import { INITIAL_PASSWORD_FILE, InitialPasswordFile } from '../admin/initial-password-file.ts';
+import { MIN_PASSWORD_LENGTH } from '../admin/password-rules.ts';
 import { SessionService } from '../admin/session-service.ts';
 import { withRevocations } from './revocations.ts';
 import { envSchema } from '../config/env.ts';
@@ -12,7 +13,7 @@ import { checkAdminPassword, readPassword } from './password-input.ts';
 const PASSWORD_HELP = [
   'The password is read from a prompt without echo (twice) when stdin is a terminal, otherwise',
   'from the first line of stdin: printf \'%s\\n\' "$PASSWORD" | gatehouse admin …',
-  'It must be at least 8 characters, as ADMIN_PASSWORD.',
+  `It must be at least ${MIN_PASSWORD_LENGTH} characters, as the API asks of a new password.`,
 ];
 
 /** An admin as the CLI shows it: never the password hash. */

@@ -1,4 +1,4 @@
-import { envSchema } from '../config/env.ts';
+import { newPasswordProblem } from '../admin/password-rules.ts';
 import { loginBodySchema } from '../http/auth-routes.ts';
 import { RefusedError, type CliIo } from './command.ts';
 
@@ -21,12 +21,12 @@ export async function readPassword(io: CliIo, options: { confirm: boolean }): Pr
   return password;
 }
 
-/** The rules an admin password must meet: those of ADMIN_PASSWORD, and short enough to log in with. */
+/** The rules a new admin password must meet: the API's (`newPasswordProblem`), and short enough to log in with. */
 export function checkAdminPassword(password: string): void {
-  for (const schema of [envSchema.shape.ADMIN_PASSWORD, loginBodySchema.shape.password]) {
-    const result = schema.safeParse(password);
-    if (!result.success) throw new RefusedError('validation_failed', `password: ${result.error.issues[0]!.message}`);
-  }
+  const rule = newPasswordProblem(password);
+  if (rule !== undefined) throw new RefusedError('validation_failed', `password: ${rule}`);
+  const result = loginBodySchema.shape.password.safeParse(password);
+  if (!result.success) throw new RefusedError('validation_failed', `password: ${result.error.issues[0]!.message}`);
 }
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<string> {

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Env } from '../config/env.ts';
 import { loadConfig } from '../config/load.ts';
 import { StoreNotEmptyError, type Store, type StoreData } from '../store/store.ts';
+import { createDatabase, isMissingDatabase } from '../store/create-database.ts';
 import { redactDatabaseUrl } from '../store/database-url.ts';
 import { describeReplacement, storableData } from '../store/storable-data.ts';
 import { EXIT_OK, RefusedError, UsageError, requiredString, type Command } from './command.ts';
@@ -86,21 +87,25 @@ export function counts(data: StoreData) {
 }
 
 /**
- * Opens the target as a gateway would (schema created or migrated) and imports into it. The
- * import is one transaction that refuses a non-empty store, so a refusal or a failure leaves
- * the target's data as it was.
+ * Opens the target as a gateway would (schema created or migrated) and imports into it; a
+ * PostgreSQL database that does not exist yet is created first. The import is one transaction
+ * that refuses a non-empty store, so a refusal or a failure leaves the target's data as it was.
+ * Resolves with the name of the database it created, if it did.
  */
-export async function importInto(target: StoreLocation, data: StoreData): Promise<void> {
+export async function importInto(target: StoreLocation, data: StoreData): Promise<{ createdDatabase?: string }> {
   const scrub = scrubber(target);
   let store: Store;
+  let createdDatabase: string | undefined;
   try {
-    const { openStore } = await import('../store/open.ts');
-    store = await openStore(
-      target.kind === 'postgres' ? { databaseUrl: target.url, dataDir: '', poolSize: 2 } : { dataDir: target.dir, poolSize: 2 },
-    );
+    store = await openTarget(target);
   } catch (error) {
-    // The driver's message names the target already (its URL redacted, or the directory).
-    throw new RefusedError('store_unavailable', `--to: ${scrub(messageOf(error))}`);
+    if (target.kind !== 'postgres' || !isMissingDatabase(error)) throw new RefusedError('store_unavailable', `--to: ${scrub(messageOf(error))}`);
+    try {
+      createdDatabase = await createDatabase(target.url);
+      store = await openTarget(target);
+    } catch (failure) {
+      throw new RefusedError('store_unavailable', `--to: the database does not exist and could not be created: ${scrub(messageOf(failure))}`);
+    }
   }
   try {
     await store.importData(data);
@@ -110,6 +115,13 @@ export async function importInto(target: StoreLocation, data: StoreData): Promis
   } finally {
     await store.close();
   }
+  return createdDatabase === undefined ? {} : { createdDatabase };
+}
+
+/** The target, opened as a gateway opens its store; the driver's message names it (its URL redacted, or the directory). */
+async function openTarget(target: StoreLocation): Promise<Store> {
+  const { openStore } = await import('../store/open.ts');
+  return openStore(target.kind === 'postgres' ? { databaseUrl: target.url, dataDir: '', poolSize: 2 } : { dataDir: target.dir, poolSize: 2 });
 }
 
 function messageOf(error: unknown): string {
@@ -126,7 +138,8 @@ export const storeCopy: Command = {
     'every unexpired admin token works on a gateway started on the target. The configured store',
     '(DATABASE_URL, else DATA_DIR) is only read.',
     'The target is PostgreSQL (postgres://…) or an embedded store in a directory (a path or a file:',
-    'URL, as DATA_DIR). Its schema is created if missing; a target holding any data is refused, and',
+    'URL, as DATA_DIR). A missing PostgreSQL database is created (the URL\'s user needs CREATEDB), a',
+    'missing directory too, and its schema; a target holding any data is refused, and',
     'the copy is one transaction: on a refusal or a failure no data is written to it.',
     'An embedded source is read beside its running gateway (one consistent snapshot); changes made',
     'after the copy began are not in it.',
@@ -144,14 +157,15 @@ export const storeCopy: Command = {
     if (sameLocation(source, target)) throw new RefusedError('same_store', `--to is the configured store itself (${describeLocation(source)})`);
     return withStore(io.env, async (context) => {
       const { data, replaced } = storableData(await context.store.exportData());
-      await importInto(target, data);
+      const { createdDatabase } = await importInto(target, data);
       for (const replacement of replaced) {
         io.stderr.write(`gatehouse: ${describeReplacement(replacement)} held a character no store can keep (NUL or a lone surrogate): copied with U+FFFD in its place\n`);
       }
       const copied = counts(data);
       if (args.values.json) {
-        printJson(io, { from: describeLocation(source), to: describeLocation(target), copied, replaced });
+        printJson(io, { from: describeLocation(source), to: describeLocation(target), ...(createdDatabase === undefined ? {} : { created_database: createdDatabase }), copied, replaced });
       } else {
+        if (createdDatabase !== undefined) io.stdout.write(`created the PostgreSQL database "${createdDatabase}"\n`);
         io.stdout.write(
           `copied ${copied.admins} admin(s), ${copied.api_keys} API key(s), ${copied.audit_events} audit event(s) and ` +
             `${copied.settings} setting(s) from ${describeLocation(source)} to ${describeLocation(target)}\n`,

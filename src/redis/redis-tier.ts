@@ -62,6 +62,8 @@ export class RedisTier {
   readonly #statusListeners: Array<(up: boolean) => void> = [];
   #bus: RevocationBus | undefined;
   #connected = false;
+  /** Set by `close()`: the connections it ends are no outage, and nothing is logged of them. */
+  #closing = false;
 
   static async open(options: RedisTierOptions): Promise<RedisTier> {
     const pepper = await options.store.getOrCreateSetting(IDENTITY_PEPPER_SETTING, randomBytes(32).toString('base64url'));
@@ -78,6 +80,7 @@ export class RedisTier {
       name: 'gatehouse:commands',
       onStatus: (up) => {
         this.#connected = up;
+        if (this.#closing) return;
         if (up) this.#log.info({ event: 'redis_connected' }, 'Redis connected');
         else this.#log.warn({ event: 'redis_disconnected' }, 'Redis connection lost; serving through the store');
         this.#statusChanged();
@@ -140,6 +143,7 @@ export class RedisTier {
   }
 
   async close(): Promise<void> {
+    this.#closing = true;
     await this.#bus?.close();
     await Promise.all([closeRedisConnection(this.commands), closeRedisConnection(this.subscriber)]);
   }

@@ -386,7 +386,7 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('gatehouse keys u
 
     const disabled = await runCli(['keys', 'update', String(id), '--disable'], withRedis());
     expect(disabled.code, disabled.stderr).toBe(OK);
-    expect(disabled.stderr).toContain(CONFIRMED);
+    expect(disabled.stderr).toBe(`${CONFIRMED}\n`);
     const refused = await useKey(key);
     expect(refused.status).toBe(401);
     expect(refused.body).toMatchObject({ code: 'disabled_credential' });

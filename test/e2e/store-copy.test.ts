@@ -1,4 +1,5 @@
 /* eslint-disable @typescript-eslint/no-explicit-any -- CLI and HTTP answers are read as loosely typed JSON */
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { runCli } from '../support/cli-process.ts';
 import { ADMIN_PASSWORD, startGateway, emptyDataDir, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
-import { createTestDatabase, describeWithPostgres, type TestDatabase } from '../support/services.ts';
+import { createTestDatabase, describeWithPostgres, postgresUrl, type TestDatabase } from '../support/services.ts';
 import { openStore } from '../../src/store/open.ts';
 import { EMBEDDED_STORE_FILE } from '../../src/store/embedded.ts';
 
@@ -241,6 +242,36 @@ describe('gatehouse store copy', { timeout: 240_000 }, () => {
       expect(used.status, used.text).toBe(200);
     });
 
+    it('creates a PostgreSQL target database that does not exist yet, its name quoted exactly', async () => {
+      // Upper case and a hyphen: only a quoted identifier keeps this name as written.
+      const name = `Gh-Copy-${randomBytes(4).toString('hex')}`;
+      const server = new URL(postgresUrl()!);
+      const targetUrl = new URL(server);
+      targetUrl.pathname = `/${name}`;
+      targetUrl.password = PASSWORD;
+      try {
+        const source = { DATA_DIR: emptyDataDir() };
+        const key = await runCli(['keys', 'create', '--name', 'moved to a new database', '--json'], source);
+        expect(key.code, key.stderr).toBe(OK);
+
+        const copied = await runCli(['store', 'copy', '--to', targetUrl.toString()], source);
+        expect(copied.code, copied.stderr).toBe(OK);
+        expect(copied.stdout).toMatch(new RegExp(`^created the PostgreSQL database "${name}"\ncopied 0 admin\\(s\\), 1 API key\\(s\\)`));
+        expect(copied.stdout + copied.stderr).not.toContain(PASSWORD);
+        expect(await databasesNamed(server, name)).toEqual([name]);
+        const listed = await runCli(['keys', 'list', '--json'], { DATABASE_URL: targetUrl.toString() });
+        expect(listed.json<any[]>().map((record) => record.id)).toEqual([key.json<any>().id]);
+
+        // Now it exists and holds data: refused as any non-empty target, nothing created.
+        const again = await runCli(['store', 'copy', '--to', targetUrl.toString()], source);
+        expect(again.code).toBe(REFUSED);
+        expect(again.stderr).toMatch(/^gatehouse: the target store is not empty/);
+        expect(again.stdout).toBe('');
+      } finally {
+        await onServer(server, `DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      }
+    });
+
     it('fails with one line and no password when the target cannot be reached', async () => {
       const unreachable = `postgres://postgres:${PASSWORD}@127.0.0.1:1/nowhere`;
       const dataDir = emptyDataDir();
@@ -272,3 +303,24 @@ describe('gatehouse store copy', { timeout: 240_000 }, () => {
     expect(unknown.stderr).not.toContain(PASSWORD);
   });
 });
+
+async function onServer(server: URL, statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: server.toString() });
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The databases of that exact name on the server (no case folding). */
+async function databasesNamed(server: URL, name: string): Promise<string[]> {
+  const client = new pg.Client({ connectionString: server.toString() });
+  await client.connect();
+  try {
+    return (await client.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname = $1', [name])).rows.map((row) => row.datname);
+  } finally {
+    await client.end();
+  }
+}
