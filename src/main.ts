@@ -3,6 +3,7 @@ import { build } from './app.ts';
 import { ensureAdmin } from './admin/bootstrap.ts';
 import { interactiveTerminal } from './admin/interactive-terminal.ts';
 import { ConfigError, loadConfig } from './config/load.ts';
+import { describeMisspelling, misspelledVariables } from './config/misspelled-variables.ts';
 import { buildOpsServer, type OpsState } from './ops/ops-server.ts';
 import { openFilesLimit, openFilesWarning } from './ops/open-files-limit.ts';
 import { openStore } from './store/open.ts';
@@ -33,6 +34,10 @@ export async function serve(environment: Record<string, string | undefined> = pr
   }
   const gateway = await build(config, { store });
   const { app } = gateway;
+  // A mistyped name is otherwise ignored in silence: its default applies. Names only, never a value.
+  for (const misspelling of misspelledVariables(environment)) {
+    app.log.warn({ event: 'unknown_variable', variable: misspelling.variable, meant: misspelling.meant }, describeMisspelling(misspelling));
+  }
   for (const warning of storeWarnings) app.log.warn(warning);
   // A generated password is shown only on an interactive terminal: other output is a log stream.
   // isatty(0), not process.stdin: the server never reads stdin, so it opens no stream on it.

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { SECRET_VARIABLES, envSchema, type Env } from '../config/env.ts';
 import { loadConfig, type Config } from '../config/load.ts';
+import { describeMisspelling, misspelledVariables } from '../config/misspelled-variables.ts';
 import { MCP_TOOLS_FILE, ROUTES_FILE } from '../config/tables.ts';
 import { redactDatabaseUrl } from '../store/database-url.ts';
 import { EXIT_OK, type Command } from './command.ts';
@@ -17,7 +18,8 @@ export const configCheck: Command = {
   description: [
     'Reads exactly what `gatehouse serve` reads. A bad value is one line naming the variable or',
     'file, and exit 1. Secrets (ADMIN_PASSWORD, JWT_SECRET, the passwords in DATABASE_URL and',
-    'REDIS_URL) are masked. The store is not opened.',
+    'REDIS_URL) are masked. The store is not opened. A variable that looks like a mistyped one of',
+    'Gatehouse\'s (PROT for PORT) is named in a warning, as `serve` does at start.',
   ],
   options: { json: { type: 'boolean' } },
   optionHelp: { json: 'print JSON' },
@@ -28,7 +30,9 @@ export const configCheck: Command = {
       printJson(io, effective);
       return EXIT_OK;
     }
-    io.stdout.write(`configuration is valid (${config.tables.routes.length} routes, ${config.tables.mcp.tools.size} MCP tools)\n\nenvironment:\n`);
+    io.stdout.write(`configuration is valid (${config.tables.routes.length} routes, ${config.tables.mcp.tools.size} MCP tools)\n`);
+    for (const warning of effective.warnings) io.stdout.write(`warning: ${warning.message}\n`);
+    io.stdout.write('\nenvironment:\n');
     printTable(io, ['VARIABLE', 'VALUE', 'FROM'], effective.environment.map((entry) => [entry.name, entry.value, entry.source]));
     io.stdout.write(`\nroutes (${effective.files.routes}):\n`);
     printTable(
@@ -72,6 +76,8 @@ export function effectiveConfig(config: Config, source: Record<string, string | 
   const configDir = resolve(config.env.CONFIG_DIR);
   return {
     valid: true,
+    // What `serve` warns of at start: variables that look like a mistyped one of ours (names only).
+    warnings: misspelledVariables(source).map((misspelling) => ({ ...misspelling, message: describeMisspelling(misspelling) })),
     environment,
     files: { routes: resolve(configDir, ROUTES_FILE), mcp_tools: resolve(configDir, MCP_TOOLS_FILE) },
     routes: config.tables.routes.map((route) => ({

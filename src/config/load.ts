@@ -32,6 +32,10 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     // Node refuses a server whose header deadline outlasts the whole request's.
     throw new ConfigError('HEADERS_TIMEOUT: must not be longer than REQUEST_TIMEOUT');
   }
+  if (env.PORT === env.OPS_PORT && env.PORT !== 0) {
+    // Said as such: listening would otherwise report OPS_PORT's port as taken, by ourselves.
+    throw new ConfigError(`PORT and OPS_PORT: both are ${env.PORT}; the health and metrics listener needs a port of its own`);
+  }
   if (Boolean(env.MCP_SSE_PATH) !== Boolean(env.MCP_MESSAGES_PATH)) {
     throw new ConfigError('MCP_SSE_PATH and MCP_MESSAGES_PATH: set both or neither');
   }

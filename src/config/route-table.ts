@@ -1,6 +1,6 @@
 import type { McpTable } from './mcp-table.ts';
 import { parsePattern, type PathSegment } from './route-pattern.ts';
-import type { Checked, Problem } from './table-file.ts';
+import type { Checked, Problem, RouteRef } from './table-file.ts';
 import { MCP_PREFIX, type RouteEntry, type RoutesFile } from './table-schemas.ts';
 
 /**
@@ -48,17 +48,19 @@ const PLACEHOLDERS = {
   MCP_MESSAGES_PATH: 'mcpMessagesPath',
 } as const satisfies Record<string, keyof TablePaths>;
 
-/** A compiled route and its index in the file (for messages). */
+/** A compiled route and how messages name it. */
 interface Placed {
   spec: RouteSpec;
-  index: number;
+  ref: RouteRef;
 }
 
 /** What compiling one route checks it against; `problems` and `names` grow as routes are compiled. */
 interface RouteContext {
   readonly problems: Problem[];
-  /** Route name → the index of the first route with it. */
-  readonly names: Map<string, number>;
+  /** How messages name each route of the file, by index. */
+  readonly refs: readonly RouteRef[];
+  /** Each route's name as written, by index. */
+  readonly names: readonly string[];
   readonly routeScopes: ReadonlySet<string>;
   readonly mcp: McpTable;
   readonly paths: TablePaths;
@@ -67,14 +69,17 @@ interface RouteContext {
 export function buildRoutes(file: RoutesFile, mcp: McpTable, paths: TablePaths): Checked<RouteTable> {
   const problems: Problem[] = [];
   const routeScopes = compileRouteScopes(file.scopes, problems);
-  const context: RouteContext = { problems, names: new Map(), routeScopes, mcp, paths };
+  // A route is named by its name in messages; by its place when another route has that name too.
+  const refs = file.routes.map((raw, index) => ({ name: file.routes.filter((other) => other.name === raw.name).length === 1 ? raw.name : undefined, index }));
+  const context: RouteContext = { problems, refs, names: file.routes.map((raw) => raw.name), routeScopes, mcp, paths };
   const routes: Placed[] = [];
   file.routes.forEach((raw, index) => {
     const compiled = compileRoute(raw, index, context);
     if (compiled === undefined) return;
     const { spec, shown } = compiled;
-    for (const problem of reachability(spec, index, routes)) problems.push({ ...problem, message: problem.message + shown });
-    routes.push({ spec, index });
+    const ref = refs[index]!;
+    for (const problem of reachability(spec, ref, routes)) problems.push({ ...problem, message: problem.message + shown });
+    routes.push({ spec, ref });
   });
   checkLegacyPair(routes, problems);
 
@@ -103,22 +108,23 @@ function compileRouteScopes(scopes: readonly string[], problems: Problem[]): Set
 function compileRoute(raw: RouteEntry, index: number, context: RouteContext): { spec: RouteSpec; shown: string } | undefined {
   const { problems } = context;
   const before = problems.length;
+  const at = (field: string, message: string) => problems.push({ route: context.refs[index]!, field, message });
   checkRouteFields(raw, index, context);
 
   const substituted = substitute(raw.path, context.paths);
   if ('problem' in substituted) {
-    problems.push({ field: fieldAt(index, 'path'), message: substituted.problem });
+    at('path', substituted.problem);
     return undefined;
   }
   if (substituted.path === undefined) return undefined; // its placeholder variable is unset: dropped
   const pattern = parsePattern(substituted.path);
   const shown = substituted.path === raw.path ? '' : ` (${raw.path} = "${substituted.path}")`;
   if ('problem' in pattern) {
-    problems.push({ field: fieldAt(index, 'path'), message: pattern.problem + shown });
+    at('path', pattern.problem + shown);
     return undefined;
   }
   if (raw.agent_param !== undefined && !pattern.segments.some((s) => s.kind === 'param' && s.name === raw.agent_param)) {
-    problems.push({ field: fieldAt(index, 'agent_param'), message: `"${raw.agent_param}" is not a {parameter} of the path` });
+    at('agent_param', `"${raw.agent_param}" is not a {parameter} of the path`);
   }
   if (problems.length > before) return undefined;
   const spec: RouteSpec = Object.freeze({
@@ -137,25 +143,25 @@ function compileRoute(raw: RouteEntry, index: number, context: RouteContext): { 
 
 /** The fields of one route that do not depend on its path: its name, scope, methods, and what applies to its credential. */
 function checkRouteFields(raw: RouteEntry, index: number, context: RouteContext): void {
-  const { problems, names, routeScopes, mcp } = context;
-  const earlier = names.get(raw.name);
-  if (earlier !== undefined) problems.push({ field: fieldAt(index, 'name'), message: `"${raw.name}" is already the name of routes[${earlier}]` });
-  else names.set(raw.name, index);
+  const { problems, refs, names, routeScopes, mcp } = context;
+  const at = (field: string, message: string) => problems.push({ route: refs[index]!, field, message });
+  const earlier = names.indexOf(raw.name);
+  if (earlier < index) at('name', `"${raw.name}" is already the name of the route at index ${earlier}`);
 
   if (raw.credential !== 'api_key') {
     for (const key of ['scope', 'agent_param', 'mcp'] as const) {
-      if (raw[key] !== undefined) problems.push({ field: fieldAt(index, key), message: 'only applies to credential api_key' });
+      if (raw[key] !== undefined) at(key, 'only applies to credential api_key');
     }
   }
   if (raw.scope !== undefined) {
     if (mcp.aliases.has(raw.scope)) {
-      problems.push({ field: fieldAt(index, 'scope'), message: `"${raw.scope}" is an alias: require one scope` });
+      at('scope', `"${raw.scope}" is an alias: require one scope`);
     } else if (!routeScopes.has(raw.scope) && !mcp.scopes.has(raw.scope)) {
-      problems.push({ field: fieldAt(index, 'scope'), message: `unknown scope "${raw.scope}" (declare it under scopes)` });
+      at('scope', `unknown scope "${raw.scope}" (declare it under scopes)`);
     }
   }
   if (Array.isArray(raw.methods) && new Set(raw.methods).size !== raw.methods.length) {
-    problems.push({ field: fieldAt(index, 'methods'), message: 'lists a method twice' });
+    at('methods', 'lists a method twice');
   }
 }
 
@@ -164,14 +170,10 @@ function checkLegacyPair(routes: readonly Placed[], problems: Problem[]): void {
   const sse = routes.find((r) => r.spec.mcp === 'sse');
   const messages = routes.find((r) => r.spec.mcp === 'messages');
   if (sse && !messages) {
-    problems.push({ field: `routes[${sse.index}].mcp`, message: 'an sse route needs a messages route: set MCP_MESSAGES_PATH too' });
+    problems.push({ route: sse.ref, field: 'mcp', message: 'an sse route needs a messages route: set MCP_MESSAGES_PATH too' });
   } else if (messages && !sse) {
-    problems.push({ field: `routes[${messages.index}].mcp`, message: 'a messages route needs an sse route: set MCP_SSE_PATH too' });
+    problems.push({ route: messages.ref, field: 'mcp', message: 'a messages route needs an sse route: set MCP_SSE_PATH too' });
   }
-}
-
-function fieldAt(index: number, key: string): string {
-  return `routes[${index}].${key}`;
 }
 
 /** Replaces `${VAR}`; `path: undefined` when a variable is unset (the route is dropped). */
@@ -200,20 +202,20 @@ function substitute(path: string, paths: TablePaths): { path: string | undefined
  * it rather than let an operator believe it applies. Routes with the identical path are one
  * group (listed together, each method once) that splits the path by method.
  */
-function reachability(spec: RouteSpec, index: number, earlier: readonly Placed[]): Problem[] {
+function reachability(spec: RouteSpec, route: RouteRef, earlier: readonly Placed[]): Problem[] {
   const last = earlier.at(-1);
-  for (const { spec: other, index: otherIndex } of earlier) {
+  for (const { spec: other } of earlier) {
     if (other.path === spec.path) {
       if (last?.spec.path !== spec.path) {
-        return [{ field: `routes[${index}].path`, message: `routes with the same path must be listed together (see routes[${otherIndex}])` }];
+        return [{ route, field: 'path', message: `routes with the same path must be listed together (see route "${other.name}")` }];
       }
       // A "*" route takes every method its group has not listed before it: nothing may follow it.
       const overlap = other.methods === '*' ? 'every method' : spec.methods === '*' ? undefined : spec.methods.find((m) => other.methods.includes(m));
       if (overlap !== undefined) {
-        return [{ field: `routes[${index}].methods`, message: `unreachable: routes[${otherIndex}] ("${other.name}") has the same path and already serves ${overlap}` }];
+        return [{ route, field: 'methods', message: `unreachable: route "${other.name}" has the same path and already serves ${overlap}` }];
       }
     } else if (covers(other, spec)) {
-      return [{ field: `routes[${index}].path`, message: `unreachable: routes[${otherIndex}] ("${other.name}", ${other.path}) matches every path it matches` }];
+      return [{ route, field: 'path', message: `unreachable: route "${other.name}" (${other.path}) matches every path it matches` }];
     }
   }
   return [];

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { buildMcpTable, type McpTable } from './mcp-table.ts';
 import { buildRoutes, type RouteTable, type TablePaths } from './route-table.ts';
-import { check, parseFile } from './table-file.ts';
+import { check, parseFile, routesIn } from './table-file.ts';
 import { mcpFileSchema, routesFileSchema } from './table-schemas.ts';
 
 /**
@@ -28,12 +28,12 @@ export function knownScopes(tables: Tables): ReadonlySet<string> {
 
 /**
  * Reads and validates `routes.yaml` and `mcp-tools.yaml` from `configDir`. Throws an Error
- * naming the file and the field (`config/routes.yaml: routes[2].credential: …`).
+ * naming the file and the field (`config/routes.yaml: route "events": credential: …`).
  */
 export function loadTables(configDir: string, paths: TablePaths): Tables {
   const mcpFile = join(configDir, MCP_TOOLS_FILE);
   const routesFile = join(configDir, ROUTES_FILE);
   const mcp = check(mcpFile, buildMcpTable(parseFile(mcpFile, mcpFileSchema)));
-  const routes = check(routesFile, buildRoutes(parseFile(routesFile, routesFileSchema), mcp, paths));
+  const routes = check(routesFile, buildRoutes(parseFile(routesFile, routesFileSchema, routesIn), mcp, paths));
   return Object.freeze({ ...routes, mcp });
 }

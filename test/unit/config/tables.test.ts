@@ -106,6 +106,20 @@ describe('loadTables: the shipped defaults (docs/mcp.md and docs/configuration.m
 });
 
 const ROUTES = `${ROUTES_FILE}: `;
+
+/**
+ * How a message names a field of a route (`routes[0].credential` in the file): by the route's
+ * name (`route "events": credential`), or by its place when it has none or shares it.
+ */
+function byName(routes: unknown, field: string): string {
+  const match = /^routes\[(\d+)\]\.?(.*)$/.exec(field);
+  if (match === null) return field;
+  const index = Number(match[1]);
+  const names = (routes as RoutesYaml).routes.map((route) => route.name);
+  const name = names[index];
+  const label = typeof name === 'string' && names.indexOf(name) === names.lastIndexOf(name) ? `route "${name}"` : `route at index ${index}`;
+  return match[2] === '' ? label : `${label}: ${match[2]}`;
+}
 const TOOLS = `${MCP_TOOLS_FILE}: `;
 
 describe('loadTables: routes.yaml errors name the file and the field', () => {
@@ -153,7 +167,21 @@ describe('loadTables: routes.yaml errors name the file and the field', () => {
 
   it.each(cases)('$description → $field', ({ routes, paths, field }) => {
     const message = loadError({ routes }, paths);
-    expect(message).toContain(`${ROUTES}${field}: `);
+    expect(message).toContain(`${ROUTES}${byName(routes, field)}: `);
+  });
+
+  it('names a route by its name, and says a problem of several routes once for all of them', () => {
+    const routes = defaultYaml().routes as RoutesYaml;
+    for (const route of routes.routes) if (route.credential === 'api_key') route.credential = 'apikey';
+    const message = loadError({ routes }, LEGACY_PATHS);
+    expect(message).toMatch(new RegExp(`^[^;]*${ROUTES}routes "events", "mcp", "mcp_sse", "mcp_messages": credential: [^;]*$`));
+    expect(message).not.toContain('routes[');
+    expect(message.split(ROUTES_FILE)).toHaveLength(2);
+  });
+
+  it('names a route that has no name of its own, or another route\'s, by its place', () => {
+    expect(loadError({ routes: routeEdited(1, { name: 'events' }) })).toContain(`${ROUTES}route at index 1: name: "events" is already the name of the route at index 0`);
+    expect(loadError({ routes: routeEdited(0, { name: undefined, credential: 'jwt' }) })).toMatch(/route at index 0: name: .*; route at index 0: credential: /);
   });
 
   it('invalid YAML names the file', () => {
@@ -174,7 +202,7 @@ describe('loadTables: routes.yaml errors name the file and the field', () => {
 
   it('the path of the config directory is part of the message', () => {
     withConfig({ routes: routeEdited(0, { credential: 'jwt' }) }, (dir) => {
-      expect(() => loadTables(dir, DEFAULT_PATHS)).toThrow(`${dir}/${ROUTES_FILE}: routes[0].credential: `);
+      expect(() => loadTables(dir, DEFAULT_PATHS)).toThrow(`${dir}/${ROUTES_FILE}: route "events": credential: `);
     });
   });
 });
