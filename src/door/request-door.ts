@@ -5,6 +5,7 @@ import { GatewayError } from '../errors/gateway-error.ts';
 import { sendError } from '../http/error-handler.ts';
 import { isLingering } from '../http/lingering-close.ts';
 import { setRateLimitHeaders } from '../http/rate-limit-headers.ts';
+import type { RefusalSubject } from '../http/refusal-log.ts';
 import { requestIdOf } from '../http/request-id.ts';
 import type { McpHandler } from '../mcp/mcp-handler.ts';
 import { errorOf } from '../policy/denial.ts';
@@ -133,7 +134,7 @@ export class RequestDoor {
     // Every answer to a limited key carries its limits: a refusal here, a failure to forward (502, 504), the upstream's answer (the forwarder).
     if (!verdict.allow) {
       setRateLimitHeaders(response, verdict.quotas);
-      this.#answer(response, requestId, errorOf(verdict));
+      this.#answer(response, requestId, errorOf(verdict), verdict);
       return;
     }
     const quotas = verdict.quotas;
@@ -149,8 +150,8 @@ export class RequestDoor {
   }
 
   /** The renderer of every refusal and failure on the door: problem+json, logged once (even when the client has left). */
-  #answer(response: ServerResponse, requestId: string, error: unknown): void {
-    sendError(response, error, requestId, this.#deps.log);
+  #answer(response: ServerResponse, requestId: string, error: unknown, subject?: RefusalSubject): void {
+    sendError(response, error, requestId, this.#deps.log, subject);
   }
 }
 

@@ -12,6 +12,7 @@ import { VERSION } from '../version.ts';
 import { registerApiKeyRoutes } from './api-key-routes.ts';
 import { registerAuditRoutes } from './audit-routes.ts';
 import { registerAuthRoutes } from './auth-routes.ts';
+import { registerFavicon } from './favicon.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerSessionRoutes } from './session-routes.ts';
 
@@ -30,7 +31,7 @@ export interface EndpointDeps {
 
 /**
  * The gateway's own endpoints, served by fastify: admin login, API-key management, the audit
- * trail, the OpenAPI document and `/docs`. None of them forwards; each admin-only one is guarded
+ * trail, the OpenAPI document and `/docs` (and the 404 for browsers' `/favicon.ico`). None of them forwards; each admin-only one is guarded
  * by the same pipeline as forwarded requests. Their events go to the log, the metrics and the audit trail:
  * a key's change is stored with its event by the key service, before the answer; logins are
  * recorded behind the request and flushed on close (issue 22, item 4).
@@ -79,6 +80,7 @@ export async function registerEndpoints(app: FastifyInstance, deps: EndpointDeps
     },
   });
   registerAuditRoutes(app, { audit, guard: deps.guard });
+  registerFavicon(app, config.tables);
   const { env } = config;
   await registerOpenApi(app, { knownScopes: config.knownScopes, version: VERSION, openapi: env.OPENAPI_ENABLED, docs: env.DOCS_ENABLED });
 }

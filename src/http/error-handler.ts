@@ -1,8 +1,9 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { StoreUnavailableError } from '../store/unavailable.ts';
 import { GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
 import { problemFor } from './problem.ts';
+import { refusalFields, type RefusalSubject } from './refusal-log.ts';
 
 /** Fastify's own client-error codes, mapped to ours so that no client mistake becomes a 500. */
 const FASTIFY_CODES: Record<string, { code: ErrorCode; detail: string }> = {
@@ -37,25 +38,29 @@ export function sendProblem(reply: FastifyReply, error: GatewayError, request: F
 
 export function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const gatewayError = toGatewayError(error);
-  logAnswer(request.log, gatewayError, error, {});
+  logAnswer(request.log, gatewayError, error, request.raw, {}, { endpoint: request.routeOptions.url });
   return sendProblem(reply, gatewayError, request);
 }
 
-/** One line per answered error: a failure (5xx) with its cause, a refusal with its code. */
-function logAnswer(log: FastifyBaseLogger, gatewayError: GatewayError, error: unknown, fields: { reqId?: string }): void {
+/**
+ * One line per answered error: a failure (5xx) with its cause; a refusal with its code and
+ * what tells the request apart (method, path without the query, route, credential kind, key).
+ */
+function logAnswer(log: FastifyBaseLogger, gatewayError: GatewayError, error: unknown, request: IncomingMessage, fields: { reqId?: string }, subject: RefusalSubject): void {
   if (gatewayError.status >= 500) log.error({ ...fields, err: error }, 'request failed');
-  else log.info({ ...fields, code: gatewayError.code, status: gatewayError.status }, 'request refused');
+  else log.info({ ...fields, code: gatewayError.code, status: gatewayError.status, ...refusalFields(request, subject) }, 'request refused');
 }
 
 /**
  * `errorHandler` for a bare `ServerResponse`, for a request fastify's error handler never sees
  * (the door's refusals and failures, the MCP handler's credential refusals): the same problem+json,
  * headers and log line, `reqId` added as fastify's request logger adds it. The line is logged even
- * when the client has left, so a failure is never lost.
+ * when the client has left, so a failure is never lost. `subject`: the route that decided a
+ * refusal and the key it proved, for its line.
  */
-export function sendError(response: ServerResponse, error: unknown, requestId: string, log: FastifyBaseLogger): void {
+export function sendError(response: ServerResponse, error: unknown, requestId: string, log: FastifyBaseLogger, subject: RefusalSubject = {}): void {
   const gatewayError = toGatewayError(error as Error);
-  logAnswer(log, gatewayError, error, { reqId: requestId });
+  logAnswer(log, gatewayError, error, response.req, { reqId: requestId }, subject);
   if (response.destroyed) return;
   // An answer already under way cannot be followed by another: the connection just ends.
   if (response.headersSent) {

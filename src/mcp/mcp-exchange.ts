@@ -4,6 +4,7 @@ import type { McpTransport } from '../config/tables.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { toGatewayError } from '../http/error-handler.ts';
 import { GATEWAY_RATE_LIMIT_FIELDS } from '../http/rate-limit-headers.ts';
+import { refusalFields, type RefusalFields } from '../http/refusal-log.ts';
 import type { ApiKeyPrincipal } from '../policy/principal.ts';
 import type { CompiledRoute } from '../policy/routes.ts';
 import type { Authorized, ObservedDecision, RequestPipeline, Uncounted } from '../pipeline/request-pipeline.ts';
@@ -29,6 +30,11 @@ export interface Exchange {
 
 /** A step of an exchange, handed on to the next once it is done. */
 export type ExchangeStep = (exchange: Exchange) => void;
+
+/** The refusal line's fields of an exchange: its route and its key are known by now. */
+function refusalFieldsOf(exchange: Exchange): RefusalFields {
+  return refusalFields(exchange.request, { routeName: exchange.route.name, keyId: exchange.principal.keyId });
+}
 
 export function hasBody(request: IncomingMessage): boolean {
   const { headers } = request;
@@ -73,7 +79,7 @@ export class ExchangeReplies {
       revision: typeof revision === 'string' ? revision : undefined,
       answersOnStream: exchange.transport === 'messages',
     });
-    this.#log.info({ reqId: exchange.requestId, code: refusal.code, status: answer.status }, 'request refused');
+    this.#log.info({ reqId: exchange.requestId, code: refusal.code, status: answer.status, ...refusalFieldsOf(exchange) }, 'request refused');
     this.#send(exchange, answer);
   }
 
@@ -103,7 +109,7 @@ export class ExchangeReplies {
     // Whatever the upstream's answer had set goes; the key's rate limits stay, as on every answer.
     for (const name of response.getHeaderNames()) if (!GATEWAY_RATE_LIMIT_FIELDS.has(name)) response.removeHeader(name);
     const answer = mcpRequestRefusal(gatewayError);
-    if (gatewayError.status < 500) this.#log.info({ reqId: exchange.requestId, code: gatewayError.code, status: answer.status }, 'request refused');
+    if (gatewayError.status < 500) this.#log.info({ reqId: exchange.requestId, code: gatewayError.code, status: answer.status, ...refusalFieldsOf(exchange) }, 'request refused');
     this.#send(exchange, answer);
   }
 

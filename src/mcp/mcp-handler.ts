@@ -132,15 +132,15 @@ function serve({ pipeline, log, replies, read }: McpDoor, arrival: Arrival, path
   const { request, response, requestId } = arrival;
   const started = performance.now();
   // Refused before the key is known to be one that may use MCP at all: problem+json, as on every path.
-  const refuseCredential = (error: unknown) => {
+  const refuseCredential = (error: unknown, keyId?: number) => {
     pipeline.observe(request, routeName, { allowed: false, code: error instanceof GatewayError ? error.code : 'internal_error' }, started);
-    sendError(response, error, requestId, log);
+    sendError(response, error, requestId, log, { routeName, keyId });
   };
   const admit = (verdict: Verdict) => {
     // A limited key's answer tells its limits whatever it turns out to be; the exchange sets them again once counted.
     setRateLimitHeaders(response, verdict.quotas);
     if (!verdict.allow) {
-      refuseCredential(errorOf(verdict));
+      refuseCredential(errorOf(verdict), verdict.keyId);
       return;
     }
     // The route table allows only API keys on MCP routes (config/tables.ts): decide() has refused any other credential.

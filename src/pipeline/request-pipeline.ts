@@ -32,8 +32,11 @@ export interface Authorized {
   readonly quotas?: readonly Quota[];
 }
 
-/** A refusal, with the state of the key's rate limits when it has any (its answer carries them too). */
-export type Refusal = Deny & { readonly quotas?: readonly Quota[] };
+/**
+ * A refusal, with the state of the key's rate limits when it has any (its answer carries them
+ * too), and for its log line the route that decided it and the key the credential proved.
+ */
+export type Refusal = Deny & { readonly quotas?: readonly Quota[]; readonly routeName?: string; readonly keyId?: number };
 
 export type Verdict = Authorized | Refusal;
 
@@ -208,7 +211,7 @@ export class RequestPipeline {
     if ('allow' in principal) return principal;
     const settled = this.#settle({ route, params, credential: principal.kind, principal, licence: this.#deps.licence, now: at, mcpRequest }, this.#deps.usage);
     const verdict = (decision: Settled): Verdict => {
-      if (!decision.allow) return decision;
+      if (!decision.allow) return principal.kind === 'api_key' ? { ...decision, keyId: principal.keyId } : decision;
       const quotas = decision.quotas;
       if (mcpRequest === undefined) return quotas === undefined ? { allow: true, route, params, principal } : { allow: true, route, params, principal, quotas };
       // An MCP request is counted at its exchange; until then, a refusal of its method or body tells the key's limit as it stands.
@@ -258,7 +261,8 @@ export class RequestPipeline {
     return decision.allow ? { allow: true, quotas: counted.quotas } : { ...decision, quotas: counted.quotas };
   }
 
-  #observed(verdict: Verdict, route: CompiledRoute | undefined, request: IncomingMessage, started: number): Verdict {
+  #observed(decided: Verdict, route: CompiledRoute | undefined, request: IncomingMessage, started: number): Verdict {
+    const verdict = decided.allow || route === undefined ? decided : { ...decided, routeName: route.name };
     if (started < 0 || this.#deps.observe === undefined) return verdict;
     if (verdict.allow) {
       const credential = verdict.principal === null ? 'none' : verdict.principal.kind;
