@@ -1,4 +1,4 @@
-import type { Charge, Counted, Quota } from '../policy/rate-limits.ts';
+import { resetSecondsOf, type Charge, type Counted, type Quota } from '../policy/rate-limits.ts';
 import { SlidingLog } from './sliding-log.ts';
 
 /**
@@ -85,7 +85,7 @@ export class LocalRateLimiter implements RateLimiter {
   #quota(charge: Charge, now: number): Quota {
     const log = this.#existingLog(charge);
     if (log === undefined) return { charge, remaining: charge.rule.requests, resetSeconds: 0 };
-    return { charge, remaining: log.remaining(charge.rule, now), resetSeconds: Math.max(0, Math.ceil(log.resetMs(charge.rule, now) / 1000)) };
+    return { charge, remaining: log.remaining(charge.rule, now), resetSeconds: resetSecondsOf(charge.rule, log.resetMs(charge.rule, now)) };
   }
 
   #existingLog(charge: Charge): SlidingLog | undefined {

@@ -56,10 +56,11 @@ export class SlidingLog {
     return Math.max(0, rule.requests - this.#total);
   }
 
-  /** Milliseconds until the oldest entry stops counting (`remaining` grows); 0 when none counts. */
+  /** Milliseconds until the oldest entry stops counting (`remaining` grows), at most the interval; 0 when none counts. */
   resetMs(rule: RateRule, now: number): number {
-    this.#expire(rule.perSeconds * 1000, now);
-    return this.#total === 0 ? 0 : this.#stamps[this.#head]! + rule.perSeconds * 1000 - now;
+    const perMs = rule.perSeconds * 1000;
+    this.#expire(perMs, now);
+    return this.#total === 0 ? 0 : untilExpiry(this.#stamps[this.#head]!, perMs, now);
   }
 
   /** Milliseconds until `times` more would be admitted. */
@@ -70,10 +71,10 @@ export class SlidingLog {
     if (excess <= 0) return 0;
     for (let index = this.#head; index < this.#stamps.length; index++) {
       excess -= this.#counts[index]!;
-      if (excess <= 0) return this.#stamps[index]! + perMs - now;
+      if (excess <= 0) return untilExpiry(this.#stamps[index]!, perMs, now);
     }
     // More than the rule allows at all (it was lowered): a whole interval from the newest.
-    return this.#stamps.length > this.#head ? this.#stamps[this.#stamps.length - 1]! + perMs - now : perMs;
+    return this.#stamps.length > this.#head ? untilExpiry(this.#stamps[this.#stamps.length - 1]!, perMs, now) : perMs;
   }
 
   /** Entries held (each a group of requests). */
@@ -101,4 +102,15 @@ export class SlidingLog {
       this.#head = 0;
     }
   }
+}
+
+/**
+ * When an entry stamped `stamp` stops counting, in milliseconds from `now` (never after it):
+ * `perMs - (now - stamp)`, never `stamp + perMs - now`. The clock is fractional
+ * (`performance.now()`), and rounding the sum can land above `perMs` for an entry stamped
+ * `now` (60000.000000007 ms, told as `t=61` on a 60 s limit); an age of zero or more taken
+ * from `perMs` cannot.
+ */
+function untilExpiry(stamp: number, perMs: number, now: number): number {
+  return perMs - (now - stamp);
 }

@@ -240,8 +240,8 @@ export class RequestPipeline {
     if (usage !== undefined && principal.kind === 'api_key' && (decision.allow !== false || decision.status !== 401)) usage.record(principal.keyId, input.now.getTime());
     if (decision.allow === true) return decision;
     if (decision.allow === false) {
-      // Refused by a limit before anything was counted: a batch calling a tool more often than its limit allows.
-      if (decision.code === 'rate_limited') this.#deps.rateLimited?.('tool');
+      // Refused by a limit before anything was counted: a batch larger than a whole limit.
+      if (decision.limit !== undefined) this.#deps.rateLimited?.(decision.limit);
       const charge = principal.kind === 'api_key' ? keyChargeOf(principal) : undefined;
       return charge === undefined ? decision : { ...decision, quotas: [limiter.peek(charge)] };
     }

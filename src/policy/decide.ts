@@ -3,9 +3,9 @@ import type { MethodRule } from '../config/tables.ts';
 import { ALLOW, deny, type Allow, type Deny } from './denial.ts';
 
 export { ALLOW } from './denial.ts';
-import { decideMirrors, decideOrigin, decideProtocolVersion, clip, type McpRequestFacts } from './mcp-request.ts';
+import { decideBatch, decideMirrors, decideOrigin, decideProtocolVersion, clip, type McpRequestFacts } from './mcp-request.ts';
 import type { ApiKeyPrincipal, PresentedCredential, Principal } from './principal.ts';
-import { calledTool, chargesOf, type Count, type Counted } from './rate-limits.ts';
+import { calledTool, chargesOf, type Charge, type Count, type Counted } from './rate-limits.ts';
 import type { CompiledRoute } from './routes.ts';
 import { holdsAnyMcpScope, holdsScope, mcpScopeList } from './scopes.ts';
 
@@ -111,6 +111,8 @@ function decideKeyRules(input: DecisionInput, key: ApiKeyPrincipal, tables: Tabl
     if (facts?.exchange === true) {
       const version = decideProtocolVersion(facts.headers);
       if (!version.allow) return version;
+      const batch = decideBatch(facts);
+      if (!batch.allow) return batch;
     }
     if (input.mcpMessages !== undefined) {
       // The messages first: a call no scope allows is told so, not sent to list the tools for a header.
@@ -130,12 +132,9 @@ function decideKeyRules(input: DecisionInput, key: ApiKeyPrincipal, tables: Tabl
 function decideLimits(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables): Allow | Deny | Count {
   const charges = chargesOf(key, input.mcpMessages, tables);
   if (charges.length === 0) return ALLOW;
-  // A batch calling a tool more often than its limit allows in a whole interval: no wait would let it through.
+  // A batch holding more messages, or calling a tool more often, than a limit allows in a whole interval: no wait would let it through.
   const never = charges.find((charge) => charge.times > charge.rule.requests);
-  if (never !== undefined) {
-    const detail = `The batch calls ${never.tool} ${never.times} times; its rate limit allows ${never.rule.requests} per ${never.rule.perSeconds} s`;
-    return naming(deny('rate_limited', detail, { retryAfter: never.rule.perSeconds }), never.tool, input.mcpMessages);
-  }
+  if (never !== undefined) return neverAdmitted(never, input.mcpMessages);
   const counted = input.counted;
   if (counted === undefined) return { allow: 'count', charges };
   if (counted.admitted) return ALLOW;
@@ -144,6 +143,17 @@ function decideLimits(input: DecisionInput, key: ApiKeyPrincipal, tables: Tables
   const rule = `${requests} per ${perSeconds} s`;
   if (refused.tool === undefined) return deny('rate_limited', `The API key's rate limit is reached (${rule})`, { retryAfter });
   return naming(deny('rate_limited', `The rate limit of ${refused.tool} for this API key is reached (${rule})`, { retryAfter }), refused.tool, input.mcpMessages);
+}
+
+function neverAdmitted(charge: Charge, mcpMessages: readonly unknown[] | undefined): Deny {
+  const { requests, perSeconds } = charge.rule;
+  const options = { retryAfter: perSeconds };
+  if (charge.tool === undefined) {
+    const detail = `The batch holds ${charge.times} messages; the API key's rate limit allows ${requests} per ${perSeconds} s`;
+    return { ...deny('rate_limited', detail, options), limit: 'key' };
+  }
+  const detail = `The batch calls ${charge.tool} ${charge.times} times; its rate limit allows ${requests} per ${perSeconds} s`;
+  return { ...naming(deny('rate_limited', detail, options), charge.tool, mcpMessages), limit: 'tool' };
 }
 
 /** A tool limit's refusal names the first call of that tool in the body. */

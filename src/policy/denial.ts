@@ -1,4 +1,5 @@
 import { ERROR_CODES, GatewayError, type ErrorCode } from '../errors/gateway-error.ts';
+import type { LimitKind } from './rate-limits.ts';
 
 export interface Allow {
   readonly allow: true;
@@ -27,6 +28,8 @@ export interface Deny {
   readonly messageId?: string | number | null;
   /** MCP `unsupported_protocol_version`: the revision the client asked for, as the revision's error reports it. */
   readonly requested?: string;
+  /** `rate_limited` before anything was counted (a batch over a whole limit): the limit that can never admit it. */
+  readonly limit?: LimitKind;
 }
 
 type DenyDetails = Pick<Deny, 'scope' | 'retryAfter' | 'allowedMethods' | 'errors'>;

@@ -45,6 +45,23 @@ export function decideProtocolVersion({ protocolVersion }: McpHeaders): Allow | 
   return unsupported(`MCP-Protocol-Version ${clip(version)} is not a revision the gateway speaks (${MCP_REVISIONS.join(', ')})`, version);
 }
 
+/** The first revision without JSON-RPC batches (2025-03-26 added them, 2025-06-18 removed them). */
+export const FIRST_REVISION_WITHOUT_BATCHES = '2025-06-18';
+
+/**
+ * A JSON-RPC batch is a message of 2025-03-26 only: a client of a later revision never sends
+ * one, and its server need not read one, so one is refused here rather than forwarded to a
+ * server that may take it for something else (basic/transports of 2025-06-18, "Sending Messages
+ * to the Server": the body is one message; https://modelcontextprotocol.io/specification/2025-06-18/changelog). No `MCP-Protocol-Version` is a client of
+ * 2025-03-26 or earlier, whose batches pass. Asked after `decideProtocolVersion`.
+ */
+export function decideBatch({ headers, batch }: McpRequestFacts): Allow | Deny {
+  if (batch !== true || headers.protocolVersion.length !== 1) return ALLOW;
+  const version = headers.protocolVersion[0]!;
+  if (version < FIRST_REVISION_WITHOUT_BATCHES) return ALLOW;
+  return deny('validation_failed', `MCP-Protocol-Version ${clip(version)} has no JSON-RPC batches: send each message in a request of its own`);
+}
+
 /**
  * The headers that mirror the body (2026-07-28) must say what the body says, so that whatever
  * behind the gateway routes, meters or audits on them sees the message that was decided. A

@@ -20,7 +20,7 @@ export interface Charge {
   /** The tool, for a tool limit (`tools/call` of it). */
   readonly tool: string | undefined;
   readonly rule: RateRule;
-  /** How many this request counts: 1, or the number of calls of the tool in a batch. */
+  /** How many this request counts: 1, the number of messages of a batch (the key's limit), or of calls of the tool in it. */
   readonly times: number;
 }
 
@@ -31,6 +31,16 @@ export interface Quota {
   readonly remaining: number;
   /** Seconds until `remaining` grows (the oldest request counted leaves the interval); 0 when none is counted. */
   readonly resetSeconds: number;
+}
+
+/**
+ * `resetSeconds` from the milliseconds until a limit's oldest count leaves it: whole seconds,
+ * rounded up, and never more than the limit's interval (the `t` of `RateLimit` never exceeds
+ * the `w` of `RateLimit-Policy`, docs/api-keys.md). A shared count can be told a reset past the
+ * interval (a lease counts until an interval after it lapses): it is told as the interval.
+ */
+export function resetSecondsOf(rule: RateRule, ms: number): number {
+  return Math.min(rule.perSeconds, Math.max(0, Math.ceil(ms / 1000)));
 }
 
 /** What counting a request's charges gave: every charge counted, or none (the first refusing one named). */
@@ -55,15 +65,17 @@ export function keyChargeOf(key: ApiKeyPrincipal): Charge | undefined {
 const NO_CHARGES: readonly Charge[] = Object.freeze([]);
 
 /**
- * What a request made with `key` is counted against: the key's own limit (once per request,
- * whatever a batch holds), and each limited tool its `tools/call` messages call (once per call).
- * `messages` are the decided JSON-RPC messages of an MCP request, every one of them allowed.
+ * What a request made with `key` is counted against: the key's own limit (once per message:
+ * a JSON-RPC batch of n is n requests, and one without a body is one), and each limited tool
+ * its `tools/call` messages call (once per call). `messages` are the decided JSON-RPC messages
+ * of an MCP request, every one of them allowed.
  */
 export function chargesOf(key: ApiKeyPrincipal, messages: readonly unknown[] | undefined, tables: Tables): readonly Charge[] {
   const own = keyChargeOf(key);
+  const counted = own === undefined || messages === undefined || messages.length <= 1 ? own : { ...own, times: messages.length };
   const limits = tables.mcp.limits;
-  if (messages === undefined || limits.size === 0) return own === undefined ? NO_CHARGES : [own];
-  const charges: Charge[] = own === undefined ? [] : [own];
+  if (messages === undefined || limits.size === 0) return counted === undefined ? NO_CHARGES : [counted];
+  const charges: Charge[] = counted === undefined ? [] : [counted];
   for (const message of messages) {
     const tool = calledTool(message);
     const rule = tool === undefined ? undefined : limits.get(tool);

@@ -24,19 +24,21 @@ local function count_of(member)
 end`;
 
 /**
- * LEASE: ARGV = requests, interval (ms), slots wanted, lease length (ms), lease name.
- * Drops what stopped counting, grants up to the slots wanted that still fit the limit, and
- * answers {granted, left after the grant, ms until one more would fit (when none was granted),
- * ms until the oldest entry stops counting}.
+ * LEASE: ARGV = requests, interval (ms), slots wanted, lease length (ms), lease name, slots
+ * needed at least. Drops what stopped counting, grants up to the slots wanted that still fit
+ * the limit, none when fewer than needed fit (a batch needing more than is left takes nothing
+ * the others could use), and answers {granted, left after the grant, ms until the slots
+ * needed would fit (when none was granted), ms until the oldest entry stops counting}.
  */
 export const LEASE = `${HELPERS}
 local now = clock()
-local limit, per, want, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local limit, per, want, lease, least = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - per))
 local entries = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local used = 0
 for i = 1, #entries, 2 do used = used + count_of(entries[i]) end
-local grant = math.max(0, math.min(want, limit - used))
+local grant = 0
+if limit - used >= least then grant = math.min(want, limit - used) end
 if grant > 0 then
   redis.call('ZADD', KEYS[1], now + lease, ARGV[5] .. ':' .. grant)
   used = used + grant
@@ -45,7 +47,7 @@ local wait, reset = 0, 0
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if #first > 0 then reset = math.max(0, tonumber(first[2]) + per - now + 1) end
 if grant == 0 then
-  local excess = used + 1 - limit
+  local excess = used + least - limit
   wait = per
   for i = 1, #entries, 2 do
     excess = excess - count_of(entries[i])

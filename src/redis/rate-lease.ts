@@ -48,12 +48,15 @@ export class Lease {
   want = 1;
   /** Slots that requests waiting for a lease need, so the next one asks for enough. */
   waiting = 0;
+  /** The fewest slots one of those requests needs: a lease of fewer serves none of them, and is not granted. */
+  least = 1;
   refill: Promise<void> | undefined = undefined;
   /** The shared count's room after the last answer, and when its oldest entry stops counting. */
   sharedLeft = 0;
   resetAt = 0;
-  /** Redis granted nothing: refused here until `refusedUntil`, telling the client `retryAt`. */
+  /** Redis granted nothing: requests needing `refusedNeed` slots or more are refused here until `refusedUntil`, telling the client `retryAt`. */
   refusedUntil = 0;
+  refusedNeed = 1;
   retryAt = 0;
 
   constructor(subject: string, rule: RateRule) {

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LocalRateLimiter, type RateLimiter } from '../limits/rate-limiter.ts';
-import type { Charge, Counted, Quota, RateRule } from '../policy/rate-limits.ts';
+import { resetSecondsOf, type Charge, type Counted, type Quota, type RateRule } from '../policy/rate-limits.ts';
 import { DEFAULT_REDIS_PREFIX } from './identity-tier.ts';
 import { isLateAnswer } from './late-answer.ts';
 import { groupMsOf, Lease, leaseMsOf } from './rate-lease.ts';
@@ -97,7 +97,8 @@ export class SharedRateLimiter implements RateLimiter {
     for (let i = 0; i < charges.length; i++) {
       const lease = leases[i]!;
       if (lease.slotsAt(now) >= charges[i]!.times) continue;
-      if (lease.refusedUntil <= now) lacking = true;
+      // A refusal of a larger batch says nothing of a smaller request: that one asks Redis.
+      if (lease.refusedUntil <= now || charges[i]!.times < lease.refusedNeed) lacking = true;
       else {
         // Every charge must pass: the retry is when the last of the refusing ones would.
         refused ??= charges[i];
@@ -139,6 +140,7 @@ export class SharedRateLimiter implements RateLimiter {
   /** One lease asked for at a time per subject; every request lacking it waits for that one. */
   async #refill(charge: Charge): Promise<void> {
     const lease = this.#leaseOf(charge);
+    lease.least = lease.refill === undefined ? charge.times : Math.min(lease.least, charge.times);
     lease.waiting += charge.times;
     try {
       // Asked once the requests arriving with this one are waiting too, so that one lease serves them all.
@@ -154,6 +156,7 @@ export class SharedRateLimiter implements RateLimiter {
   async #lease(lease: Lease): Promise<void> {
     const { rule } = lease;
     const want = lease.wanted();
+    const least = lease.least;
     // Its unused slots first: on this one connection, Redis runs the two in order.
     this.#giveBack(lease);
     const name = `l:${this.#replicaId}:${++this.#sequence}`;
@@ -162,7 +165,7 @@ export class SharedRateLimiter implements RateLimiter {
     const sent = performance.now();
     let answer: number[];
     try {
-      answer = (await this.#redis.eval(LEASE, 1, this.#key(lease.subject), rule.requests, rule.perSeconds * 1000, want, leaseMs, name)) as number[];
+      answer = (await this.#redis.eval(LEASE, 1, this.#key(lease.subject), rule.requests, rule.perSeconds * 1000, want, leaseMs, name, least)) as number[];
     } catch (error) {
       // Too late to know whether it was granted: whatever was granted is given back.
       if (isLateAnswer(error)) this.#return(lease.subject, `${name}:${want}`, [], rule);
@@ -176,6 +179,7 @@ export class SharedRateLimiter implements RateLimiter {
     if (granted === 0) {
       lease.retryAt = now + waitMs;
       lease.refusedUntil = now + Math.min(waitMs, leaseMs / REFUSAL_MEMORY_FRACTION);
+      lease.refusedNeed = least;
       return;
     }
     lease.hold(member, granted, sent);
@@ -199,7 +203,7 @@ export class SharedRateLimiter implements RateLimiter {
 
   #refused(charge: Charge, retryAfter: number, charges: readonly Charge[], now: number): Counted {
     const seconds = Math.max(1, retryAfter);
-    const quotas = charges.map((each) => (each === charge ? { charge, remaining: 0, resetSeconds: Math.min(charge.rule.perSeconds, seconds) } : quotaOf(each, this.#leaseOf(each), now)));
+    const quotas = charges.map((each) => (each === charge ? { charge, remaining: 0, resetSeconds: resetSecondsOf(charge.rule, seconds * 1000) } : quotaOf(each, this.#leaseOf(each), now)));
     return { admitted: false, refused: charge, retryAfter: seconds, quotas };
   }
 
@@ -248,6 +252,5 @@ function subjectOf(charge: Charge): string {
  * pass the interval by up to a lease's length: it is told as the interval at most.
  */
 function quotaOf(charge: Charge, lease: Lease, now: number): Quota {
-  const resetSeconds = Math.min(charge.rule.perSeconds, Math.max(0, Math.ceil((lease.resetAt - now) / 1000)));
-  return { charge, remaining: lease.sharedLeft + lease.slotsAt(now), resetSeconds };
+  return { charge, remaining: lease.sharedLeft + lease.slotsAt(now), resetSeconds: resetSecondsOf(charge.rule, lease.resetAt - now) };
 }

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin } from '../support/http.ts';
-import { MCP_ACCEPT, PROTOCOL_VERSION } from '../support/mcp.ts';
+import { BATCH_REVISION, MCP_ACCEPT, PROTOCOL_VERSION } from '../support/mcp.ts';
 
 // Odd answers of an upstream MCP server (docs/security.md, "Holding under abuse"): whatever the
 // gateway cannot inspect with certainty never reaches the client unfiltered. A scripted
@@ -66,7 +66,7 @@ describe('odd upstream answers on MCP_PATH are never passed on unfiltered', () =
       headers: {
         authorization: `Bearer ${key}`,
         accept: MCP_ACCEPT,
-        'mcp-protocol-version': PROTOCOL_VERSION,
+        'mcp-protocol-version': Array.isArray(body) ? BATCH_REVISION : PROTOCOL_VERSION,
         ...(method === 'POST' ? { 'content-type': 'application/json' } : {}),
       },
       ...(method === 'POST' ? { body: JSON.stringify(body) } : {}),

@@ -6,7 +6,8 @@ import { parse, stringify } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../support/gateway-process.ts';
 import { createKey, request } from '../support/http.ts';
-import { connectClient, connectLegacyClient, openSession, postRpc, refusalOf, startMcpStack, type McpStack } from '../support/mcp.ts';
+import { BATCH_REVISION, connectClient, connectLegacyClient, openSession, postRpc, refusalOf, startMcpStack, type McpStack } from '../support/mcp.ts';
+import { rateLimitField } from '../support/rate-limit-fields.ts';
 import { metric } from '../support/replicas.ts';
 
 /** The shipped tables, with `limits:` giving place_outbound_call 3 calls a minute per key. */
@@ -91,6 +92,8 @@ describe('MCP rate limits with the SDK client', () => {
       expect(answer.status).toBe(200);
       expect(answer.headers.get('ratelimit-policy')).toBe('"key";q=100;w=60, "tool:place_outbound_call";q=3;w=60');
       expect(answer.headers.get('ratelimit')).toMatch(new RegExp(`^"key";r=${98 - i};t=\\d+, "tool:place_outbound_call";r=${3 - i};t=\\d+$`));
+      expect(rateLimitField(answer.headers)).toMatchObject({ q: 100, w: 60, r: 98 - i });
+      expect(rateLimitField(answer.headers, 'tool:place_outbound_call')).toMatchObject({ q: 3, w: 60, r: 3 - i });
     }
     const refused = await call(4);
     expect(refused.status).toBe(429);
@@ -103,6 +106,78 @@ describe('MCP rate limits with the SDK client', () => {
     expect(batch.messages.map((message) => message.error?.data?.code)).toEqual(['rate_limited', 'rate_limited']);
     expect(calls('place_outbound_call')).toHaveLength(3);
     expect(await metric(stack.gateway, 'gatehouse_rate_limited_total', { limit: 'tool' })).toBe(before + 2);
+  });
+
+  const keyQuota = (answer: { headers: Headers }) => rateLimitField(answer.headers);
+  const posts = () => stack.platform.requests.filter((received) => received.method === 'POST');
+  const pings = (from: number, count: number) => Array.from({ length: count }, (_, i) => ({ jsonrpc: '2.0', id: from + i, method: 'ping' }));
+
+  it('a batch of n messages is n requests against the key\'s own limit; one needing more than is left is refused whole, nothing forwarded', async () => {
+    const created = await createKey(stack.gateway.url, stack.admin, { name: 'batches', scopes: ['mcp:agents'], rate_limit: { requests: 10, per_seconds: 60 } });
+    const key = created.body.key as string;
+    // The handshake: two of the ten.
+    const sessionId = await openSession(stack.mcpUrl, key);
+    const batch = (from: number, count: number) => postRpc(stack.mcpUrl, pings(from, count), { key, sessionId, headers: { 'mcp-protocol-version': BATCH_REVISION } });
+    const forwardedBefore = posts().length;
+
+    const five = await batch(1, 5);
+    expect(five.status).toBe(200);
+    expect(five.messages.map((message) => message.id).sort()).toEqual([1, 2, 3, 4, 5]);
+    expect(keyQuota(five).r).toBe(3);
+    expect(posts()).toHaveLength(forwardedBefore + 1);
+    expect(JSON.parse(posts().at(-1)!.body)).toHaveLength(5);
+
+    const four = await batch(10, 4);
+    expect(four.status).toBe(429);
+    expect(Number(four.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(four.messages.map((message) => [message.id, message.error.code, message.error.data.code])).toEqual([10, 11, 12, 13].map((id) => [id, -32600, 'rate_limited']));
+    expect(four.messages[0].error.data.detail).toBe("The API key's rate limit is reached (10 per 60 s)");
+    // Nothing of it was forwarded, and it took nothing: the three left are still there.
+    expect(posts()).toHaveLength(forwardedBefore + 1);
+    expect(keyQuota(four).r).toBe(3);
+
+    const three = await batch(20, 3);
+    expect(three.status).toBe(200);
+    expect(keyQuota(three).r).toBe(0);
+    expect(posts()).toHaveLength(forwardedBefore + 2);
+    const more = await postRpc(stack.mcpUrl, { jsonrpc: '2.0', id: 30, method: 'ping' }, { key, sessionId });
+    expect(more.status).toBe(429);
+    expect(posts()).toHaveLength(forwardedBefore + 2);
+  });
+
+  it('a batch of more messages than the key\'s whole limit is refused at once (no wait would admit it), counting nothing', async () => {
+    const created = await createKey(stack.gateway.url, stack.admin, { name: 'small', scopes: ['mcp:agents'], rate_limit: { requests: 5, per_seconds: 60 } });
+    const key = created.body.key as string;
+    const sessionId = await openSession(stack.mcpUrl, key);
+    const forwardedBefore = posts().length;
+    const before = await metric(stack.gateway, 'gatehouse_rate_limited_total', { limit: 'key' });
+    const refused = await postRpc(stack.mcpUrl, pings(1, 6), { key, sessionId, headers: { 'mcp-protocol-version': BATCH_REVISION } });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('60');
+    expect(refused.messages[0].error.data).toMatchObject({ code: 'rate_limited', detail: "The batch holds 6 messages; the API key's rate limit allows 5 per 60 s" });
+    expect(posts()).toHaveLength(forwardedBefore);
+    expect(keyQuota(refused).r).toBe(3);
+    expect(await metric(stack.gateway, 'gatehouse_rate_limited_total', { limit: 'key' })).toBe(before + 1);
+  });
+
+  it.each(['2025-06-18', '2025-11-25', '2026-07-28'])('a batch under %s (a revision without batches) is 400 with JSON-RPC -32600, nothing forwarded, nothing counted', async (revision) => {
+    const created = await createKey(stack.gateway.url, stack.admin, { name: 'modern', scopes: ['mcp:agents'], rate_limit: { requests: 10, per_seconds: 60 } });
+    const key = created.body.key as string;
+    const sessionId = await openSession(stack.mcpUrl, key);
+    const forwardedBefore = posts().length;
+    const refused = await postRpc(stack.mcpUrl, pings(1, 2), { key, sessionId, headers: { 'mcp-protocol-version': revision } });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get('content-type')).toMatch(/^application\/json/);
+    const detail = `MCP-Protocol-Version ${revision} has no JSON-RPC batches: send each message in a request of its own`;
+    expect(refused.messages).toEqual([1, 2].map((id) => ({ jsonrpc: '2.0', id, error: { code: -32600, message: detail, data: { code: 'validation_failed', status: 400, detail } } })));
+    expect(posts()).toHaveLength(forwardedBefore);
+    // Refused by a rule before the limits: counted nothing (two of ten went to the handshake).
+    expect(keyQuota(refused).r).toBe(8);
+    // The same messages one by one, in the session's own revision, pass.
+    const single = await postRpc(stack.mcpUrl, { jsonrpc: '2.0', id: 3, method: 'ping' }, { key, sessionId });
+    expect(single.status).toBe(200);
+    expect(keyQuota(single).r).toBe(7);
+    expect(posts()).toHaveLength(forwardedBefore + 1);
   });
 
   it('a key\'s own limit counts every request on the MCP paths, the handshake included', async () => {

@@ -3,6 +3,7 @@ import { type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 import { type Origin } from '../support/origin.ts';
 import { EVENTS_PATH, metric, startRelayedReplicas, waitForRedis, type RelayedReplicas } from '../support/replicas.ts';
+import { rateLimitField } from '../support/rate-limit-fields.ts';
 import { postgresUrl, redisUrl } from '../support/services.ts';
 import { type TcpProxy } from '../support/tcp-proxy.ts';
 import { densest } from '../support/intervals.ts';
@@ -36,15 +37,20 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('rate limits on t
     await set?.close();
   });
 
+  const intervals = new Map<string, number>();
+  const perSecondsOf = (key: string) => intervals.get(key)!;
   const limitedKey = async (requests: number, perSeconds: number) => {
     const created = await createKey(replicas[0]!.url, admin, { name: 'shared limit', rate_limit: { requests, per_seconds: perSeconds } });
     expect(created.status, created.text).toBe(201);
+    intervals.set(created.body.key as string, perSeconds);
     return created.body.key as string;
   };
   /** One call with `key`, tagged in its body so the upstream's record can be told apart. */
   const use = async (replica: GatewayProcess, key: string, tag: string): Promise<Answer> => {
     const response = await request(`${replica.url}${EVENTS_PATH}`, { method: 'POST', token: key, json: { type: 'limited', tag } });
     if (response.status === 429) expect(response.body.code).toBe('rate_limited');
+    // Every answer, admitted or refused, from a lease or from this replica's own count: t within w.
+    if (response.status === 200 || response.status === 429) expect(rateLimitField(response.headers).t).toBeLessThanOrEqual(perSecondsOf(key));
     return { status: response.status, retryAfter: response.headers.get('retry-after'), rateLimit: response.headers.get('ratelimit') };
   };
   const arrivals = (tag: string) => origin.received.filter((received) => received.body.includes(`"tag":"${tag}"`));

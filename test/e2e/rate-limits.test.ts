@@ -7,6 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { REPO_ROOT, runGateway, startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
+import { rateLimitField } from '../support/rate-limit-fields.ts';
 import { EVENTS_PATH, metric } from '../support/replicas.ts';
 
 /**
@@ -44,16 +45,20 @@ describe('rate limits on one gateway (no Redis: the count of this process)', () 
       const answer = await post(key);
       expect(answer.status).toBe(200);
       expect(answer.headers.get('ratelimit-policy')).toBe('"key";q=10;w=60');
-      expect(answer.headers.get('ratelimit')).toMatch(new RegExp(`^"key";r=${9 - i};t=(59|60)$`));
+      expect(answer.headers.get('ratelimit')).toMatch(new RegExp(`^"key";r=${9 - i};t=\\d+$`));
+      // t never over w (a fractional clock once rounded it to 61 on this 60 s limit).
+      expect(rateLimitField(answer.headers)).toMatchObject({ q: 10, w: 60, r: 9 - i });
     }
     const refused = await post(key);
     expect(refused.status).toBe(429);
     expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(refused.body).toMatchObject({ code: 'rate_limited', status: 429, detail: "The API key's rate limit is reached (10 per 60 s)" });
+    // The first of the ten leaves the interval 60 s after it was counted: no sooner, and no later than w.
     const retryAfter = Number(refused.headers.get('retry-after'));
-    expect(retryAfter).toBeGreaterThanOrEqual(58);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);
     expect(refused.headers.get('ratelimit')).toBe(`"key";r=0;t=${retryAfter}`);
+    expect(rateLimitField(refused.headers)).toEqual({ q: 10, w: 60, r: 0, t: retryAfter });
     expect(refused.headers.get('ratelimit-policy')).toBe('"key";q=10;w=60');
     expect(refused.headers.get('www-authenticate')).toBeNull();
     expect(origin.receivedAt(EVENTS_PATH)).toHaveLength(10);
@@ -147,20 +152,24 @@ describe('rate limits on one gateway (no Redis: the count of this process)', () 
   it('a WebSocket upgrade counts as a request, and its 101 tells the limit', async () => {
     const { key } = await newKey({ rate_limit: { requests: 1, per_seconds: 60 } });
     const upgrade = () =>
-      new Promise<{ status: number; ratelimit: string | undefined }>((resolve, reject) => {
+      new Promise<{ status: number; ratelimit: string | undefined; headers: Headers }>((resolve, reject) => {
         const socket = new WebSocket(`${gateway.url.replace('http:', 'ws:')}${EVENTS_PATH}`, { headers: { authorization: `Bearer ${key}` } });
         socket.once('upgrade', (response) => {
-          resolve({ status: 101, ratelimit: response.headers.ratelimit as string | undefined });
+          resolve({ status: 101, ratelimit: response.headers.ratelimit as string | undefined, headers: fieldsOf(response.headers) });
           socket.close();
         });
         socket.once('unexpected-response', (_request, response) => {
-          resolve({ status: response.statusCode!, ratelimit: response.headers.ratelimit as string | undefined });
+          resolve({ status: response.statusCode!, ratelimit: response.headers.ratelimit as string | undefined, headers: fieldsOf(response.headers) });
           socket.terminate();
         });
         socket.once('error', reject);
       });
-    expect(await upgrade()).toEqual({ status: 101, ratelimit: '"key";r=0;t=60' });
-    expect(await upgrade()).toMatchObject({ status: 429, ratelimit: expect.stringMatching(/^"key";r=0;t=(59|60)$/) });
+    const first = await upgrade();
+    expect(first).toMatchObject({ status: 101, ratelimit: expect.stringMatching(/^"key";r=0;t=\d+$/) });
+    expect(rateLimitField(first.headers)).toMatchObject({ q: 1, w: 60, r: 0 });
+    const second = await upgrade();
+    expect(second).toMatchObject({ status: 429, ratelimit: expect.stringMatching(/^"key";r=0;t=\d+$/) });
+    expect(rateLimitField(second.headers)).toMatchObject({ q: 1, w: 60, r: 0 });
     expect(origin.received.filter((received) => received.body === 'websocket')).toHaveLength(1);
   });
 
@@ -174,6 +183,13 @@ describe('rate limits on one gateway (no Redis: the count of this process)', () 
     expect(origin.receivedAt(EVENTS_PATH)).toHaveLength(1);
   });
 });
+
+/** The RateLimit fields of a WebSocket handshake's answer, as fetch's Headers. */
+function fieldsOf(headers: Record<string, string | string[] | undefined>): Headers {
+  const fields = new Headers();
+  for (const name of ['ratelimit-policy', 'ratelimit']) if (typeof headers[name] === 'string') fields.set(name, headers[name]);
+  return fields;
+}
 
 describe('DEFAULT_KEY_RATE_LIMIT', () => {
   let gateway: GatewayProcess;

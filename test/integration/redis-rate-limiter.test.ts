@@ -120,6 +120,20 @@ describeWithRedis('SharedRateLimiter: one count for every replica, through Redis
     expect(rest.filter((answer) => answer.admitted)).toHaveLength(3);
   });
 
+  it('a batch of n counts n on every replica; one needing more than is left is refused whole, counting nothing', async () => {
+    const single = keyCharge(++keyId, 10, 60);
+    const batch = { ...single, times: 4 };
+    expect((await replicas[0]!.take([batch])).admitted).toBe(true);
+    expect((await replicas[1]!.take([batch])).admitted).toBe(true);
+    const refused = await replicas[2]!.take([batch]);
+    expect(refused).toMatchObject({ admitted: false, refused: batch });
+    expect(refused.quotas[0]!.resetSeconds).toBeLessThanOrEqual(60);
+    // The two left are still there, for requests that fit them: the refused batch took none.
+    const rest = await Promise.all(Array.from({ length: 4 }, (_, i) => replicas[i % 3]!.take([single])));
+    expect(rest.filter((answer) => answer.admitted)).toHaveLength(2);
+    for (const answer of rest) expect(answer.quotas[0]!.resetSeconds).toBeLessThanOrEqual(60);
+  });
+
   it('tells what is left and when more will be', async () => {
     const charge = keyCharge(++keyId, 10, 60);
     const first = await replicas[0]!.take([charge]);

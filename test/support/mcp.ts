@@ -19,6 +19,8 @@ export interface McpStack {
 }
 
 export const PROTOCOL_VERSION = '2025-06-18';
+/** The one revision with JSON-RPC batches: a later one's batch is refused (docs/mcp.md, "Batches"). */
+export const BATCH_REVISION = '2025-03-26';
 export const MCP_ACCEPT = 'application/json, text/event-stream';
 
 export async function startMcpStack(platformOptions: PlatformOptions, env: Record<string, string> = {}): Promise<McpStack> {
@@ -111,11 +113,17 @@ export async function postRpc(
   body: unknown,
   options: { key?: string; sessionId?: string; headers?: Record<string, string> } = {},
 ): Promise<RpcResponse> {
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: MCP_ACCEPT, 'mcp-protocol-version': PROTOCOL_VERSION, ...options.headers };
+  // A batch is a message of 2025-03-26: sent as that revision unless the test says otherwise.
+  const revision = isBatch(body) ? BATCH_REVISION : PROTOCOL_VERSION;
+  const headers: Record<string, string> = { 'content-type': 'application/json', accept: MCP_ACCEPT, 'mcp-protocol-version': revision, ...options.headers };
   if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`;
   if (options.sessionId !== undefined) headers['mcp-session-id'] = options.sessionId;
   const response = await fetch(url, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
   return readRpc(response);
+}
+
+function isBatch(body: unknown): boolean {
+  return Array.isArray(body) || (typeof body === 'string' && body.trimStart().startsWith('['));
 }
 
 export async function readRpc(response: Response): Promise<RpcResponse> {

@@ -25,6 +25,28 @@ describe('LocalRateLimiter', () => {
     expect(rates.take([charge])).toMatchObject({ admitted: true, quotas: [{ remaining: 0 }] });
   });
 
+  it.each([5536.10000000195, 12_345.678, 987_654.321, 4096.5])('t never exceeds w, at a fractional clock of %d ms (the sum of a stamp and the interval rounds up)', (start) => {
+    const { rates, clock } = limiter();
+    const charge = keyCharge(2, 60);
+    clock.ms = start;
+    expect(rates.take([charge])).toMatchObject({ admitted: true, quotas: [{ remaining: 1, resetSeconds: 60 }] });
+    expect(rates.peek(charge)).toMatchObject({ remaining: 1, resetSeconds: 60 });
+    expect(rates.take([charge])).toMatchObject({ admitted: true, quotas: [{ remaining: 0, resetSeconds: 60 }] });
+    expect(rates.take([charge])).toMatchObject({ admitted: false, retryAfter: 60, quotas: [{ remaining: 0, resetSeconds: 60 }] });
+  });
+
+  it('a batch of n counts n against the key, and one needing more than is left is refused whole', () => {
+    const { rates, clock } = limiter();
+    const single = keyCharge(10, 60);
+    const batch = { ...single, times: 4 };
+    expect(rates.take([batch])).toMatchObject({ admitted: true, quotas: [{ remaining: 6 }] });
+    clock.ms = 1000;
+    expect(rates.take([batch])).toMatchObject({ admitted: true, quotas: [{ remaining: 2 }] });
+    clock.ms = 2000;
+    expect(rates.take([batch])).toMatchObject({ admitted: false, retryAfter: 58, quotas: [{ remaining: 2 }] });
+    expect(rates.take([single])).toMatchObject({ admitted: true, quotas: [{ remaining: 1 }] });
+  });
+
   it('counts all of a request\'s charges or none: a tool refused uses up nothing of the key\'s limit', () => {
     const { rates } = limiter();
     const key = keyCharge(5, 60);

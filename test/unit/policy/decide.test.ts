@@ -20,7 +20,7 @@ type Expected =
   | 'allow'
   | 'authenticate'
   | { count: string[] }
-  | { code: string; status: number; scope?: string; messageIndex?: number; messageId?: string | number | null; retryAfter?: number };
+  | { code: string; status: number; scope?: string; messageIndex?: number; messageId?: string | number | null; retryAfter?: number; limit?: string };
 
 function summary(decision: Decision): Expected {
   if (decision.allow === 'authenticate') return 'authenticate';
@@ -29,7 +29,7 @@ function summary(decision: Decision): Expected {
     return { count: decision.charges.map((c) => `${c.limit}${c.tool === undefined ? '' : ` ${c.tool}`} ${c.rule.requests}/${c.rule.perSeconds}${c.times > 1 ? ` ×${c.times}` : ''}`) };
   }
   if (decision.allow) return 'allow';
-  const { code, status, scope, messageIndex, messageId, retryAfter } = decision;
+  const { code, status, scope, messageIndex, messageId, retryAfter, limit } = decision;
   return {
     code,
     status,
@@ -37,6 +37,7 @@ function summary(decision: Decision): Expected {
     ...(messageIndex === undefined ? {} : { messageIndex }),
     ...('messageId' in decision ? { messageId } : {}),
     ...(retryAfter === undefined ? {} : { retryAfter }),
+    ...(limit === undefined ? {} : { limit }),
   };
 }
 
@@ -404,6 +405,14 @@ describe('decide: the MCP request headers (docs/mcp.md, "Protocol revisions")', 
     { description: 'two Origin headers', route: 'mcp', principal: null, mcp: { headers: { origin: ['https://console.example', 'https://console.example'] }, exchange: false }, expected: refused('origin_not_allowed', 403) },
     { description: 'a revision that is none: decided at the exchange', route: 'mcp', principal: agents, mcp: { headers: { protocolVersion: ['1999-01-01'] } }, expected: refused('unsupported_protocol_version', 400) },
     { description: 'a revision that is none: not yet when the credential is decided', route: 'mcp', principal: agents, mcp: { headers: { protocolVersion: ['1999-01-01'] }, exchange: false }, expected: 'allow' },
+    { description: 'a batch with no MCP-Protocol-Version (2025-03-26 and before): decided message by message', route: 'mcp', principal: agents, messages: [request('ping', 1), request('ping', 2)], mcp: { headers: {}, batch: true }, expected: 'allow' },
+    { description: 'a batch under 2025-03-26: decided message by message', route: 'mcp', principal: agents, messages: [request('ping', 1), request('ping', 2)], mcp: { headers: { protocolVersion: ['2025-03-26'] }, batch: true }, expected: 'allow' },
+    { description: 'a batch under 2025-06-18 (no batches): 400 invalid request', route: 'mcp', principal: agents, messages: [request('ping', 1), request('ping', 2)], mcp: { headers: { protocolVersion: ['2025-06-18'] }, batch: true }, expected: refused('validation_failed', 400) },
+    { description: 'a batch under 2025-11-25: 400', route: 'mcp', principal: agents, messages: [request('ping', 1)], mcp: { headers: { protocolVersion: ['2025-11-25'] }, batch: true }, expected: refused('validation_failed', 400) },
+    { description: 'a batch under 2026-07-28: 400, before its messages are looked at', route: 'mcp', principal: agents, messages: [call('drop_database', {})], mcp: { headers: modern, batch: true }, expected: refused('validation_failed', 400) },
+    { description: 'a batch of a limited key under 2025-06-18: refused before anything is counted', route: 'mcp', principal: apiKey(['mcp:agents'], { rateLimit: { requests: 5, perSeconds: 1 } }), messages: [request('ping', 1)], mcp: { headers: { protocolVersion: ['2025-06-18'] }, batch: true }, expected: refused('validation_failed', 400) },
+    { description: 'a single message under 2025-06-18 is no batch', route: 'mcp', principal: agents, messages: [request('ping', 1)], mcp: { headers: { protocolVersion: ['2025-06-18'] } }, expected: 'allow' },
+    { description: 'a batch under a revision that is none: the version is told first', route: 'mcp', principal: agents, messages: [request('ping', 1)], mcp: { headers: { protocolVersion: ['2099-01-01'] }, batch: true }, expected: refused('unsupported_protocol_version', 400) },
     { description: 'server/discover: any mcp: scope connects', route: 'mcp', principal: agents, messages: [request('server/discover')], mcp: { headers: { ...modern, method: ['server/discover'] } }, expected: 'allow' },
     { description: 'Mcp-Name and Mcp-Method that agree', route: 'mcp', principal: agents, messages: [call('list_agents', {})], mcp: { headers: { ...modern, method: ['tools/call'], name: ['list_agents'] } }, expected: 'allow' },
     { description: 'Mcp-Name of a tool the key may not call', route: 'mcp', principal: agents, messages: [call('list_agents', {})], mcp: { headers: { name: ['place_outbound_call'] } }, expected: refused('header_mismatch', 400) },
@@ -492,12 +501,38 @@ describe('decide: rate limits, the last rule (docs/api-keys.md, "Rate limits")',
     { description: 'MCP: a tool without a limit counts only the key', route: 'mcp', principal: caller, messages: [call('get_agent_status')], mcp: exchange, expected: { count: ['key 5/1'] } },
     { description: 'MCP: a method other than tools/call counts only the key', route: 'mcp', principal: unlimited, messages: [request('tools/list')], mcp: exchange, expected: 'allow' },
     {
-      description: 'MCP: a batch counts the key once and each limited call',
+      description: 'MCP: a batch counts the key once per message and each limited call',
       route: 'mcp',
       principal: caller,
       messages: [call('place_outbound_call', {}, 1), call('list_agents', {}, 2), call('place_outbound_call', {}, 3), request('ping', 4)],
       mcp: { headers: {}, batch: true },
-      expected: { count: ['key 5/1', 'tool place_outbound_call 10/60 ×2', 'tool list_agents 100/1'] },
+      expected: { count: ['key 5/1 ×4', 'tool place_outbound_call 10/60 ×2', 'tool list_agents 100/1'] },
+    },
+    {
+      description: 'MCP: a batch of notifications and responses counts each of them against the key',
+      route: 'mcp',
+      principal: caller,
+      messages: [notification('notifications/initialized'), { jsonrpc: '2.0', id: 9, result: {} }, request('ping', 4)],
+      mcp: { headers: {}, batch: true },
+      expected: { count: ['key 5/1 ×3'] },
+    },
+    { description: 'MCP: a batch as large as the key\'s whole limit is counted', route: 'mcp', principal: caller, messages: Array.from({ length: 5 }, (_, i) => request('ping', i + 1)), mcp: { headers: {}, batch: true }, expected: { count: ['key 5/1 ×5'] } },
+    {
+      description: 'MCP: a batch of more messages than the key\'s whole limit: 429 at once, nothing counted, naming no message',
+      route: 'mcp',
+      principal: caller,
+      messages: Array.from({ length: 6 }, (_, i) => request('ping', i + 1)),
+      mcp: { headers: {}, batch: true },
+      expected: { code: 'rate_limited', status: 429, retryAfter: 1, limit: 'key' },
+    },
+    {
+      description: 'MCP: a batch refused by the key\'s limit once counted (more than is left): refused whole',
+      route: 'mcp',
+      principal: caller,
+      messages: [request('ping', 1), call('place_outbound_call', {}, 2)],
+      mcp: { headers: {}, batch: true },
+      counted: refusedBy({ ...keyCharge, times: 2 }, 1),
+      expected: { code: 'rate_limited', status: 429, retryAfter: 1 },
     },
     { description: 'MCP: a batch with a refused message is refused, nothing counted', route: 'mcp', principal: caller, messages: [call('place_outbound_call', {}, 1), call('search_knowledge_base', {}, 2)], mcp: exchange, expected: { ...(refused('insufficient_scope', 403, 'mcp:knowledge') as object), messageIndex: 1, messageId: 2 } as Expected },
     { description: 'MCP: an unknown tool is answered as a server would, not counted', route: 'mcp', principal: caller, messages: [call('nope')], mcp: exchange, expected: refusedMessage('unknown_tool', 404) },
@@ -506,12 +541,12 @@ describe('decide: rate limits, the last rule (docs/api-keys.md, "Rate limits")',
     {
       description: 'MCP: a batch calling a tool more often than its limit ever allows: 429 at once, nothing counted',
       route: 'mcp',
-      principal: caller,
+      principal: unlimited,
       messages: Array.from({ length: 11 }, (_, i) => call('place_outbound_call', {}, i + 1)),
       mcp: { headers: {}, batch: true },
-      expected: { code: 'rate_limited', status: 429, retryAfter: 60, messageIndex: 0, messageId: 1 },
+      expected: { code: 'rate_limited', status: 429, retryAfter: 60, messageIndex: 0, messageId: 1, limit: 'tool' },
     },
-    { description: 'MCP: a batch calling a tool as often as its limit allows is counted', route: 'mcp', principal: unlimited, messages: Array.from({ length: 10 }, (_, i) => call('place_outbound_call', {}, i + 1)), mcp: { headers: {}, batch: true }, expected: { count: ['tool place_outbound_call 10/60 ×10'] } },
+    { description: 'MCP: a batch calling a tool as often as its limit allows is counted (a key without a limit counts no message)', route: 'mcp', principal: unlimited, messages: Array.from({ length: 10 }, (_, i) => call('place_outbound_call', {}, i + 1)), mcp: { headers: {}, batch: true }, expected: { count: ['tool place_outbound_call 10/60 ×10'] } },
     { description: 'MCP: counted and admitted', route: 'mcp', principal: caller, messages: [call('place_outbound_call')], mcp: exchange, counted: admitted([keyCharge, toolCharge]), expected: 'allow' },
     { description: 'an admin token is never counted', route: 'admin', principal: ADMIN, expected: 'allow' },
   ]);

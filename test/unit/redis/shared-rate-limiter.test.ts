@@ -48,7 +48,7 @@ describe('SharedRateLimiter: when Redis does not answer as it should', () => {
     expect(await rates.take([charge])).toMatchObject({ admitted: false, retryAfter: 1, refused: charge });
     expect(seen).toEqual({ fallback: 0 });
     const [lease, given] = redis.sent;
-    expect(lease).toEqual({ script: 'lease', args: [KEY, 100, 60_000, 1, LEASE_MS, expect.stringMatching(/^l:r1:\d+$/)] });
+    expect(lease).toEqual({ script: 'lease', args: [KEY, 100, 60_000, 1, LEASE_MS, expect.stringMatching(/^l:r1:\d+$/), 1] });
     // Whatever it may have granted is returned unused, under the name it would have had.
     expect(given).toEqual({ script: 'return', args: [KEY, `${lease!.args[5]}:1`, LEASE_MS, GROUP_MS] });
     rates.close();
