@@ -7,8 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { Agent, request as httpRequest, type RequestOptions } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import { Agent, createServer, request as httpRequest, type RequestOptions } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { appendChecksum, KEY_BODY_LENGTH, KEY_PREFIX_LENGTH, KEY_TAG } from '../src/credentials/key-format.ts';
@@ -298,10 +298,53 @@ async function prefixFlood(): Promise<AttackResult> {
   }
 }
 
+/** The gateway's ordinary upstream connections (src/proxy/upstream.ts DEFAULT_UPSTREAM_CONNECTIONS). */
+const ORDINARY_CONNECTIONS = 128;
+
+/**
+ * Requests queued behind a full pool of upstream calls that never answer, with
+ * `UPSTREAM_TIMEOUT=1s`: 40 more than the pool's connections, sent at once. `UPSTREAM_TIMEOUT`
+ * counts the wait for a connection, so the slowest `504` comes at the bound, not a connection's
+ * wait plus a whole bound more (2 s: the suite once held it to 1.8 s, which a loaded machine
+ * broke; it asserts the 504s, the figure is here).
+ */
+async function queuedUpstream(): Promise<AttackResult> {
+  const hanging = createServer(() => {});
+  await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+  const dataDir = mkdtempSync(join(tmpdir(), 'gatehouse-attacks-'));
+  const gateway = await startGateway({ upstreamUrl: `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`, dataDir, env: { UPSTREAM_TIMEOUT: '1s' } });
+  try {
+    const admin = await loginAdmin(gateway.url);
+    const count = ORDINARY_CONNECTIONS + 40;
+    const started = performance.now();
+    const answers = await Promise.all(
+      Array.from({ length: count }, async (_, i) => {
+        const response = await fetch(`${gateway.url}/hang/${i}`, { headers: { authorization: `Bearer ${admin}` } });
+        await response.arrayBuffer();
+        return { status: response.status, seconds: (performance.now() - started) / 1000 };
+      }),
+    );
+    const slowest = Math.max(...answers.map((answer) => answer.seconds));
+    const timedOut = answers.filter((answer) => answer.status === 504).length;
+    return {
+      attack: 'queued-upstream',
+      traffic: `${count} requests at once to an upstream that never answers, ${ORDINARY_CONNECTIONS} connections, UPSTREAM_TIMEOUT=1s`,
+      figures: { '504s': timedOut, 'slowest 504 (s)': Number(slowest.toFixed(2)) },
+      held: timedOut === count && slowest < 1.8,
+    };
+  } finally {
+    await gateway.process.stop();
+    hanging.closeAllConnections();
+    hanging.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 const ATTACKS: Record<string, () => Promise<AttackResult>> = {
   'slow-clients': slowClients,
   'login-flood': loginFlood,
   'prefix-flood': prefixFlood,
+  'queued-upstream': queuedUpstream,
 };
 
 async function main(): Promise<void> {

@@ -1,3 +1,4 @@
+import { until } from '../support/until.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli-process.ts';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, type GatewayProcess } from '../support/gateway-process.ts';
@@ -10,8 +11,8 @@ import { type TcpProxy } from '../support/tcp-proxy.ts';
 const ROUNDS = 2;
 /** Calls with the ended token fired on every replica the moment the answer (or the CLI's exit) arrives. */
 const BURST = 8;
-/** How long the traffic on replicas 1 and 2 goes on after the answer. */
-const TRAFFIC_AFTER_MS = 150;
+/** Calls of the running traffic sent after a change's answer, besides the burst, before the traffic stops. */
+const TRAFFIC_AFTER = 10;
 /** An admin route: the token is checked as on every admin endpoint, and nothing changes. */
 const ADMIN_PATH = '/api/v1/api-keys';
 const SESSIONS_PATH = '/api/v1/auth/sessions';
@@ -94,12 +95,14 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('admin sessions o
         else before++;
       }
     });
-    // Let the traffic start before the session is ended.
-    await sleep(20);
+    // The traffic under way before the session is ended: a call of it answered.
+    await until(() => before > 0, 'traffic before the change');
     const answer = await end();
     answered = true;
+    const trafficBefore = after.length;
     after.push(...(await Promise.all(replicas.flatMap((replica) => Array.from({ length: BURST }, () => use(replica, token))))));
-    await sleep(TRAFFIC_AFTER_MS);
+    // And going on after it: calls of the running traffic, sent after the answer, answered too.
+    await until(() => after.length >= trafficBefore + BURST * replicas.length + TRAFFIC_AFTER, 'traffic after the change');
     running = false;
     await Promise.all(traffic);
     return { answer, after, before };
@@ -252,7 +255,3 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('admin sessions o
     await stillWorks(witness);
   });
 });
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

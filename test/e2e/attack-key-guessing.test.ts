@@ -47,16 +47,14 @@ describe('attack: guessing secrets behind a real key prefix', () => {
         statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
       }
     });
-    const realLatencies: number[] = [];
     const realStatuses: number[] = [];
     const real = (async () => {
       while (forged < 10_000) {
-        const started = performance.now();
         const response = await send(key);
         await response.arrayBuffer();
-        realLatencies.push(performance.now() - started);
         realStatuses.push(response.status);
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        // Paced by the event loop, not a timer: the attackers' answers get their turn between its calls.
+        await new Promise((resolve) => setImmediate(resolve));
       }
     })();
     await Promise.all([...attackers, real]);
@@ -66,8 +64,7 @@ describe('attack: guessing secrets behind a real key prefix', () => {
     expect(statuses.get(429) ?? 0).toBeGreaterThan(9_000);
     expect(realStatuses.length).toBeGreaterThan(5);
     expect(realStatuses.every((status) => status === 200)).toBe(true);
-    // A hang detector, not a benchmark (BENCHMARKS.md has the real figure).
-    expect(Math.max(...realLatencies)).toBeLessThan(5000);
+    // Served throughout (a hang fails the test's own timeout); how fast is BENCHMARKS.md's figure.
     expect(f.origin.received.every((received) => received.headers['x-auth-key-id'] !== undefined)).toBe(true);
     expect(f.origin.received).toHaveLength(realStatuses.length);
   });

@@ -3,6 +3,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
+import { until } from '../support/until.ts';
 
 /**
  * Clients that open connections and never finish them (slowloris, a declared body that never
@@ -12,19 +13,18 @@ import { createKey, loginAdmin, request } from '../support/http.ts';
  * at once and counted, and the ops port keeps answering.
  */
 
-/** What one raw connection saw: the bytes the gateway sent and when it closed. */
+/** What one raw connection saw: the bytes the gateway sent, and its close. */
 interface Watched {
   socket: Socket;
   data: string;
-  closed: Promise<number>;
+  closed: Promise<void>;
 }
 
 function watch(port: number, first: string): Promise<Watched> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
-    const watched: Watched = { socket, data: '', closed: undefined as unknown as Promise<number> };
-    const opened = performance.now();
-    watched.closed = new Promise((done) => socket.once('close', () => done(performance.now() - opened)));
+    const watched: Watched = { socket, data: '', closed: undefined as unknown as Promise<void> };
+    watched.closed = new Promise((done) => socket.once('close', () => done()));
     socket.on('data', (chunk: Buffer) => (watched.data += chunk.toString('latin1')));
     socket.on('error', () => {});
     socket.once('connect', () => {
@@ -57,14 +57,6 @@ async function startRecordingOrigin(): Promise<{ url: string; outcomes: Array<{ 
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
-
-const until = async (check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) => {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-};
 
 const metric = async (gateway: GatewayProcess, name: string) => {
   const text = await (await fetch(`${gateway.opsUrl}/metrics`)).text();
@@ -122,10 +114,10 @@ describe('requests that never finish', () => {
     expect(origin.outcomes).toContainEqual({ url: '/api/v1/agents/7/events', outcome: 'complete' });
     expect((await fetch(`${gateway.opsUrl}/readyz`)).status).toBe(200);
 
-    const lifetimes = await Promise.all(held.map((each) => each.closed));
+    // Each closed by the gateway (one that never closes fails the test's own timeout), and by its
+    // deadline: the 408 request_timeout says so. How soon after the deadline: bench/attacks.ts, "slow-clients".
+    await Promise.all(held.map((each) => each.closed));
     clearInterval(trickle);
-    // HEADERS_TIMEOUT 1 s or REQUEST_TIMEOUT 2 s, checked every 250 ms; the rest is a loaded machine.
-    expect(Math.max(...lifetimes)).toBeLessThan(6_000);
     for (const each of held) {
       expect(each.data).toMatch(/^HTTP\/1\.1 408 /);
       expect(each.data).toContain('"code":"request_timeout"');
@@ -140,19 +132,19 @@ describe('requests that never finish', () => {
       `POST /api/v1/agents/9/events HTTP/1.1\r\nHost: gatehouse\r\nAuthorization: Bearer ${eventsKey}\r\n` +
         'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\n',
     );
-    const lifetime = await upload.closed;
-    expect(lifetime).toBeLessThan(6_000);
+    await upload.closed;
     expect(upload.data).toMatch(/^HTTP\/1\.1 408 /);
-    await until(() => origin.outcomes.some((entry) => entry.url === '/api/v1/agents/9/events'), 5_000, 'the upstream to see the upload end');
+    await until(() => origin.outcomes.some((entry) => entry.url === '/api/v1/agents/9/events'), 'the upstream to see the upload end');
     expect(origin.outcomes.filter((entry) => entry.url === '/api/v1/agents/9/events')).toEqual([{ url: '/api/v1/agents/9/events', outcome: 'aborted' }]);
   });
 
   it('closes an idle keep-alive connection after KEEP_ALIVE_TIMEOUT', async () => {
     const idle = await watch(port, `GET /api/v1/api-keys HTTP/1.1\r\nHost: gatehouse\r\n\r\n`);
-    const lifetime = await idle.closed;
+    await idle.closed;
+    // Kept alive after the answer (not closed with it), for KEEP_ALIVE_TIMEOUT as the answer announces, then closed.
     expect(idle.data).toMatch(/^HTTP\/1\.1 401 /);
-    expect(lifetime).toBeGreaterThanOrEqual(900);
-    expect(lifetime).toBeLessThan(5_000);
+    expect(idle.data.toLowerCase()).toContain('keep-alive: timeout=1\r\n');
+    expect(idle.data.toLowerCase()).not.toContain('connection: close');
   });
 });
 
@@ -170,18 +162,18 @@ describe('more connections than MAX_CONNECTIONS', () => {
 
   it('closes new connections at once past the limit, counts them, keeps the ops port answering, and serves again once some close', async () => {
     const held = await Promise.all(Array.from({ length: 50 }, () => watch(port, 'GET /api/v1/api-keys HTTP/1.1\r\nHost: gatehouse\r\n')));
-    await until(async () => (await metric(gateway, 'gatehouse_open_connections')) === 50, 10_000, '50 open connections');
+    await until(async () => (await metric(gateway, 'gatehouse_open_connections')) === 50, '50 open connections');
 
     const extra = await Promise.all(Array.from({ length: 20 }, () => watch(port, 'GET /api/v1/api-keys HTTP/1.1\r\nHost: gatehouse\r\n\r\n')));
-    const extraLifetimes = await Promise.all(extra.map((each) => each.closed));
-    expect(Math.max(...extraLifetimes)).toBeLessThan(3_000);
+    // Closed without a byte (HEADERS_TIMEOUT is a minute here: only the limit closes them), and counted.
+    await Promise.all(extra.map((each) => each.closed));
     for (const each of extra) expect(each.data).toBe('');
     expect(await metric(gateway, 'gatehouse_connections_dropped_total')).toBe(20);
     expect((await fetch(`${gateway.opsUrl}/healthz`)).status).toBe(200);
     expect((await fetch(`${gateway.opsUrl}/readyz`)).status).toBe(200);
 
     for (const each of held.slice(0, 10)) each.socket.destroy();
-    await until(async () => (await metric(gateway, 'gatehouse_open_connections')) === 40, 10_000, 'the closed connections to be gone');
+    await until(async () => (await metric(gateway, 'gatehouse_open_connections')) === 40, 'the closed connections to be gone');
     const response = await request(`${gateway.url}/api/v1/api-keys`);
     expect(response.status).toBe(401);
     expect(response.body).toMatchObject({ code: 'missing_credential' });

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { until } from '../support/until.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, tempDataDir, type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
@@ -60,10 +61,15 @@ async function behindAuditLock<T>(url: string, change: () => Promise<T>): Promis
   try {
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE audit_events IN EXCLUSIVE MODE');
+    let answered = false;
     const answer = change();
-    answer.catch(() => {});
-    const early = await Promise.race([answer.then(() => 'answered'), new Promise((resolve) => setTimeout(resolve, 500, 'waiting'))]);
-    expect(early, 'the change was answered before its audit event could be written').toBe('waiting');
+    answer.then(() => (answered = true), () => (answered = true));
+    // The change's audit write is waiting on the lock (PostgreSQL says so): only then is "not answered yet" a fact.
+    await until(async () => {
+      const waiting = await locker.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+      return (waiting.rows[0] as { n: number }).n > 0 || answered;
+    }, 'the audit write to wait on the lock');
+    expect(answered, 'the change was answered before its audit event could be written').toBe(false);
     await locker.query('COMMIT');
     return await answer;
   } finally {

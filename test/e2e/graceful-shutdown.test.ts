@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { loginAdmin, request } from '../support/http.ts';
 import { startGateway, type GatewayProcess } from '../support/gateway-process.ts';
+import { until } from '../support/until.ts';
 import { startProxyFixture, type ProxyFixture } from '../support/proxy-fixture.ts';
 
 describe('graceful shutdown on SIGTERM under traffic', () => {
@@ -22,12 +23,17 @@ describe('graceful shutdown on SIGTERM under traffic', () => {
     // The last use of the key, just before the signal: the write-behind batch has not run yet.
     const used = await request(`${gateway.url}/api/v1/agents/1/events`, { method: 'POST', token: key, json: { last: true } });
     expect(used.status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // In flight means upstream: the origin has the three slow requests and the stream.
+    await until(() => f!.origin.receivedAt('/slow/').length === 3 && f!.origin.receivedAt('/sse/').length === 1, 'the requests upstream');
 
     const exited = new Promise<number | null>((resolve) => gateway.child.once('exit', (code) => resolve(code)));
     gateway.child.kill('SIGTERM');
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const ready = await fetch(`${gateway.opsUrl}/readyz`);
+    // Draining from the signal on: readiness says so (waited for, not slept).
+    let ready = await fetch(`${gateway.opsUrl}/readyz`);
+    await until(async () => {
+      ready = await fetch(`${gateway.opsUrl}/readyz`);
+      return ready.status === 503;
+    }, 'readiness to say draining');
     expect(ready.status).toBe(503);
     expect(await ready.json()).toMatchObject({ status: 'draining' });
     // Liveness is the process alone: draining is not a reason to be restarted.

@@ -1,3 +1,4 @@
+import { until } from '../support/until.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request, type JsonResponse } from '../support/http.ts';
@@ -11,7 +12,8 @@ const ROUNDS = 4;
 /** Calls with the key fired on every replica the moment the change's answer arrives. */
 const BURST = 8;
 /** How long the traffic on the other replicas goes on after the answer. */
-const TRAFFIC_AFTER_MS = 150;
+/** Calls of the running traffic sent after a change's answer, besides the burst, before the traffic stops. */
+const TRAFFIC_AFTER = 10;
 
 interface Use {
   status: number;
@@ -94,20 +96,24 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('key lifecycle on
     let answered = false;
     let running = true;
     const after: Use[] = [];
+    let before = 0;
     const traffic = [replicas[1]!, replicas[2]!].map(async (replica) => {
       while (running) {
         // Tagged when sent: "after" only if the answer had arrived by then.
         const sentAfter = answered;
         const one = await use(replica, key, sentAfter ? afterTag : `before:${label}`, path);
         if (sentAfter) after.push(one);
+        else before++;
       }
     });
-    // Let the traffic start before the change is sent.
-    await sleep(20);
+    // The traffic under way before the change is sent: a call of it answered.
+    await until(() => before > 0, 'traffic before the change');
     const answer = await change();
     answered = true;
+    const trafficBefore = after.length;
     after.push(...(await Promise.all(replicas.flatMap((replica) => Array.from({ length: BURST }, () => use(replica, key, afterTag, path))))));
-    await sleep(TRAFFIC_AFTER_MS);
+    // And going on after it: calls of the running traffic, sent after the answer, answered too.
+    await until(() => after.length >= trafficBefore + BURST * replicas.length + TRAFFIC_AFTER, 'traffic after the change');
     running = false;
     await Promise.all(traffic);
     return { answer, after, received: arrived(afterTag) };
@@ -197,7 +203,8 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('key lifecycle on
         else before.push({ ...one, sentAt });
       }
     });
-    await sleep(Math.max(0, expiresAt.getTime() + 1 - Date.now()));
+    // The replicas read the wall clock: the burst goes once it has passed the expiry.
+    await until(() => Date.now() > expiresAt.getTime(), 'the expiry to pass');
     after.push(...(await Promise.all(replicas.flatMap((replica) => Array.from({ length: BURST }, () => use(replica, key, afterTag))))));
     await Promise.all(traffic);
     return { before, after, received: arrived(afterTag) };
@@ -294,7 +301,3 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('key lifecycle on
     expect(arrived('after:partition healed')).toBe(0);
   });
 });
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

@@ -1,4 +1,5 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { until } from '../support/until.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../support/http.ts';
 import { connectLegacyClient, postRpc, refusalOf, startMcpStack, toolCall, type McpStack } from '../support/mcp.ts';
@@ -94,12 +95,8 @@ describe('the legacy HTTP+SSE transport, inspected like MCP_PATH', () => {
     await client.close();
     clients.splice(clients.indexOf(client), 1);
     stack.platform.reset();
-    let status = 0;
-    for (let attempt = 0; attempt < 50 && status !== 404; attempt++) {
-      status = (await postRpc(`${stack.gateway.url}/messages?sessionId=${sessionId}`, toolCall('list_agents'), { key: agents })).status;
-      if (status !== 404) await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    expect(status).toBe(404);
+    // Refused once the gateway has seen the stream close (polled, not slept on).
+    await until(async () => (await postRpc(`${stack.gateway.url}/messages?sessionId=${sessionId}`, toolCall('list_agents'), { key: agents })).status === 404, 'the ended session to be refused');
     // (Until the gateway has seen the stream close, the owner's own posts may still pass: the session is still its.)
     stack.platform.reset();
     expect((await postRpc(`${stack.gateway.url}/messages?sessionId=${sessionId}`, toolCall('list_agents'), { key: everything })).status).toBe(404);

@@ -163,10 +163,10 @@ describe.each([
       );
       // More of the body keeps coming; the gateway answers and closes all the same.
       const more = setInterval(() => socket.writable && socket.write(`400\r\n${'x'.repeat(1024)}\r\n`), 20);
-      const closed = await Promise.race([ended.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 5_000))]);
+      // Closed by the gateway (a gateway that never closes fails the test's own timeout).
+      await ended;
       clearInterval(more);
       socket.destroy();
-      expect(closed, method).toBe(true);
       expect(received, method).toMatch(new RegExp(`^HTTP/1.1 ${status} `));
       expect(received.toLowerCase(), method).toContain('connection: close');
     }
@@ -178,12 +178,15 @@ describe.each([
     const body = JSON.stringify(toolCall('list_agents'));
     const socket = connect(Number(port), '127.0.0.1');
     await new Promise((resolve) => socket.once('connect', resolve));
-    socket.write(
-      [`POST ${pathname} HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${agents}`, 'Content-Type: application/json', `Accept: ${MCP_ACCEPT}`,
-        ...(sessionOfAgents === undefined ? [] : [`Mcp-Session-Id: ${sessionOfAgents}`]), `Content-Length: ${Buffer.byteLength(body) + 100}`, '', body].join('\r\n'),
+    // The head and part of the body handed to the network (the write's callback), then the client leaves.
+    await new Promise((resolve) =>
+      socket.write(
+        [`POST ${pathname} HTTP/1.1`, `Host: ${host}`, `Authorization: Bearer ${agents}`, 'Content-Type: application/json', `Accept: ${MCP_ACCEPT}`,
+          ...(sessionOfAgents === undefined ? [] : [`Mcp-Session-Id: ${sessionOfAgents}`]), `Content-Length: ${Buffer.byteLength(body) + 100}`, '', body].join('\r\n'),
+        resolve,
+      ),
     );
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    socket.destroy();
+    socket.end();
 
     // A whole call after it is the barrier: the platform records requests in the order they
     // arrive, so had the gateway forwarded the dropped one (id 1), it would come before this (id 2).

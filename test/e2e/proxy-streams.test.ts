@@ -12,7 +12,6 @@ import { expectCutByDelete, openEventStream, openTunnel, startStreamOrigin, type
 // open need a clock the test moves: test/integration/credential-expiry.test.ts.
 
 const MAX_STREAMS = 4;
-const TIMEOUT_MS = 1_000;
 /** The gateway's ordinary upstream connections (src/proxy/upstream.ts DEFAULT_UPSTREAM_CONNECTIONS). */
 const ORDINARY_CONNECTIONS = 128;
 const EVENTS_PATH = '/api/v1/agents/1/events';
@@ -61,11 +60,10 @@ describe('one key holding the upstream, and credentials that end while their str
     const answer = JSON.parse(refused.body!);
     expect(answer).toMatchObject({ jsonrpc: '2.0', error: { data: { code: 'too_many_streams', status: 429 } } });
 
+    // Served, not queued: a request queued behind streams that never end is 504 at UPSTREAM_TIMEOUT.
     const other = await key(['events:write']);
-    const started = performance.now();
     const posted = await request(`${gateway.url}${EVENTS_PATH}`, { method: 'POST', token: other.key, json: { type: 'served' } });
     expect(posted.status).toBe(200);
-    expect(performance.now() - started).toBeLessThan(TIMEOUT_MS);
     expect(origin.events).toContain('{"type":"served"}');
 
     // A stream that ends frees its place.
@@ -85,30 +83,28 @@ describe('one key holding the upstream, and credentials that end while their str
     await Promise.all(keys.flatMap(({ key: token }) => Array.from({ length: MAX_STREAMS }, () => hold(token, mcpUrl, { 'x-test-every': '1000' }))));
     expect(origin.open()).toBe(needed * MAX_STREAMS);
 
+    // As above: a request waiting for one of the streams' connections would never get one, and be 504.
     const other = await key(['events:write']);
-    const started = performance.now();
     const posted = await request(`${gateway.url}${EVENTS_PATH}`, { method: 'POST', token: other.key, json: { type: 'beside many streams' } });
     expect(posted.status).toBe(200);
-    expect(performance.now() - started).toBeLessThan(TIMEOUT_MS);
     expect(origin.events).toContain('{"type":"beside many streams"}');
   }, 60_000);
 
-  it('UPSTREAM_TIMEOUT counts the wait for a connection: requests queued behind a full pool are 504 at the bound', async () => {
+  // How long the queued ones wait (the bound, not a connection's wait plus the bound) is a
+  // figure: bench/attacks.ts, "queued-upstream". The deadline's own rule, on a moved clock:
+  // test/unit/proxy/upstream-deadlines.test.ts.
+  it('requests queued behind a full pool of hanging upstream calls are each 504 upstream_timeout, none left waiting', async () => {
     const count = ORDINARY_CONNECTIONS + 40;
-    const started = performance.now();
     const answers = await Promise.all(
       Array.from({ length: count }, async (_, i) => {
         const response = await request(`${gateway.url}/hang/${i}`, { token: admin });
-        return { status: response.status, code: response.body?.code, seconds: (performance.now() - started) / 1000 };
+        return [response.status, response.body?.code];
       }),
     );
-    expect(answers.map((answer) => [answer.status, answer.code])).toEqual(answers.map(() => [504, 'upstream_timeout']));
-    const slowest = Math.max(...answers.map((answer) => answer.seconds));
-    // Before: the queued ones waited for a connection, then a whole bound more (2 s here).
-    expect(slowest).toBeGreaterThanOrEqual(TIMEOUT_MS / 1000);
-    expect(slowest).toBeLessThan((1.8 * TIMEOUT_MS) / 1000);
+    expect(answers).toEqual(answers.map(() => [504, 'upstream_timeout']));
+    // Never more upstream calls than requests: a timed-out one is not sent again.
     expect(origin.hanging()).toBeLessThanOrEqual(count);
-  }, 30_000);
+  }, 60_000);
 
   it('DELETE closes the key\'s MCP stream and WebSocket tunnel before its 204, and nothing more arrives', async () => {
     const { key: token, id } = await key(['mcp:agents', 'events:write']);

@@ -1,9 +1,13 @@
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeRedisConnection, createRedisConnection } from '../../src/redis/connection.ts';
+import { DEFAULT_REDIS_PREFIX } from '../../src/redis/identity-tier.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
 import { metric, startReplicas, useKey, waitForRedis } from '../support/replicas.ts';
 import { createTestDatabase, postgresUrl, redisUrl, type TestDatabase } from '../support/services.ts';
+import { until } from '../support/until.ts';
 
 const LICENCE = 10;
 const ROUNDS = 50;
@@ -17,8 +21,12 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('three replicas o
   let origin: Origin;
   let replicas: GatewayProcess[];
   let admin: string;
+  let redis: Redis;
+  /** The shared identity tier's entries (src/redis/identity-tier.ts), read to tell when a replica's write has landed. */
+  const identityEntries = () => redis.keys(`${DEFAULT_REDIS_PREFIX}*identity:*`);
 
   beforeAll(async () => {
+    redis = createRedisConnection(redisUrl()!, { name: 'test:replicas-reader' });
     database = await createTestDatabase();
     origin = await startOrigin();
     replicas = await startReplicas(3, {
@@ -35,6 +43,7 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('three replicas o
     await Promise.all((replicas ?? []).map((replica) => replica.stop()));
     await origin?.close();
     await database?.drop();
+    if (redis !== undefined) await closeRedisConnection(redis);
   });
 
   const create = async (on: GatewayProcess, name: string) => {
@@ -81,9 +90,15 @@ describe.skipIf(postgresUrl() === null || redisUrl() === null)('three replicas o
     const { key, id } = await create(replicas[0]!, 'shared tier');
     const argon2Before = await Promise.all(replicas.map((replica) => metric(replica, 'gatehouse_argon2_verifications_total')));
     const redisHitsBefore = await Promise.all(replicas.map((replica) => metric(replica, 'gatehouse_cache_lookups_total', { tier: 'redis', result: 'hit' })));
+    const entriesBefore = new Set(await identityEntries());
     expect((await useKey(replicas[0]!, key)).status).toBe(200);
-    // The shared write is not awaited by the request that verified the key.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The shared write is not awaited by the request that verified the key: wait for a new entry naming it.
+    await until(async () => {
+      for (const name of await identityEntries()) {
+        if (!entriesBefore.has(name) && (await redis.get(name))?.startsWith(`${id}:`)) return true;
+      }
+      return false;
+    }, 'the shared identity entry');
     expect((await useKey(replicas[1]!, key)).status).toBe(200);
     expect((await useKey(replicas[2]!, key)).status).toBe(200);
     const argon2After = await Promise.all(replicas.map((replica) => metric(replica, 'gatehouse_argon2_verifications_total')));

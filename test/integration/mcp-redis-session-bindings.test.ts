@@ -5,6 +5,7 @@ import { GatewayError } from '../../src/errors/gateway-error.ts';
 import { RedisSessionBindings } from '../../src/mcp/redis-session-bindings.ts';
 import { closeRedisConnection, createRedisConnection } from '../../src/redis/connection.ts';
 import { describeWithRedis, redisUrl } from '../support/services.ts';
+import { until } from '../support/until.ts';
 
 async function ready(redis: Redis): Promise<void> {
   if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
@@ -55,13 +56,25 @@ describeWithRedis('RedisSessionBindings', () => {
   });
 
   it('expires with its time to live, and a check by its key extends it', async () => {
-    await replica(a, 300).bind('streamable:s-3', 9);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(await replica(b, 300).check('streamable:s-3', 9)).toBe('bound');
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(await replica(b, 300).check('streamable:s-3', 9)).toBe('bound');
-    await new Promise((resolve) => setTimeout(resolve, 400));
-    expect(await replica(b, 300).check('streamable:s-3', 9)).toBe('unknown');
+    // A prefix of its own, so that the one key under it is this binding's (its id is hashed).
+    const own = `${prefix}ttl:`;
+    const bindings = (redis: Redis) => new RedisSessionBindings({ redis, prefix: own, ttlMs: 60_000 });
+    await bindings(a).bind('streamable:s-3', 9);
+    const [key] = await a.keys(`${own}*`);
+    expect(key).toBeDefined();
+    expect(await a.pttl(key!)).toBeGreaterThan(59_000);
+    // Time passing, as Redis sees it: the binding's life cut short, then a check by its key.
+    await a.pexpire(key!, 5_000);
+    expect(await bindings(b).check('streamable:s-3', 9)).toBe('bound');
+    expect(await a.pttl(key!)).toBeGreaterThan(59_000);
+    // Another key's check does not extend it.
+    await a.pexpire(key!, 5_000);
+    expect(await bindings(b).check('streamable:s-3', 10)).toBe('other_key');
+    expect(await a.pttl(key!)).toBeLessThanOrEqual(5_000);
+    // Its time to live out: Redis drops it, and no replica knows the session any more.
+    await a.pexpire(key!, 1);
+    await until(async () => (await a.exists(key!)) === 0);
+    expect(await bindings(b).check('streamable:s-3', 9)).toBe('unknown');
   });
 
   it('with Redis away: its own sessions keep working, others are refused with 503, never guessed', async () => {

@@ -7,6 +7,7 @@ import { SharedRateLimiter } from '../../src/redis/shared-rate-limiter.ts';
 import { freePort } from '../support/gateway-process.ts';
 import { describeWithRedis, redisUrl } from '../support/services.ts';
 import { densest } from '../support/intervals.ts';
+import { until } from '../support/until.ts';
 
 async function ready(redis: Redis): Promise<void> {
   if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
@@ -77,17 +78,19 @@ describeWithRedis('SharedRateLimiter: one count for every replica, through Redis
     const started = performance.now();
     const runMs = 7_000;
     // Open loop: each replica is asked 21 times a second, whatever was answered (63 a second against 60).
+    const asked: Array<Promise<void>> = [];
     await Promise.all(replicas.map(async (replica, offset) => {
       for (let sent = 0; ; sent++) {
         const due = started + offset * 5 + (sent * 1000) / 21;
         if (due - started > runMs) break;
         await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())));
-        void Promise.resolve(replica.take([charge])).then((answer) => {
+        asked.push(Promise.resolve(replica.take([charge])).then((answer) => {
           if (answer.admitted) admitted.push(performance.now());
-        });
+        }));
       }
     }));
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Every answer in, however long the last ones took.
+    await Promise.all(asked);
     admitted.sort((a, b) => a - b);
     expect(densest(admitted, 985)).toBeLessThanOrEqual(60);
     const steady = admitted.filter((at) => at - started > 1_000 && at - started <= runMs).length;
@@ -103,8 +106,7 @@ describeWithRedis('SharedRateLimiter: one count for every replica, through Redis
     const counted = async () => (await connections[0]!.zrange(`${prefix}rate:k:${keyId}`, '0', '-1')).reduce((sum, member) => sum + Number(member.split(':').at(-1)), 0);
     expect(await counted()).toBeGreaterThan(19);
     // Its lease lapses within a second, and what it did not use stops counting.
-    const deadline = Date.now() + 5_000;
-    while ((await counted()) !== 19 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(async () => (await counted()) === 19, 'the unused slots to stop counting');
     expect(await counted()).toBe(19);
     const answers = await Promise.all(Array.from({ length: 90 }, () => b.take([charge])));
     expect(answers.filter((answer) => answer.admitted)).toHaveLength(81);

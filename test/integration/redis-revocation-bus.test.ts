@@ -8,6 +8,7 @@ import { KeyVerifier } from '../../src/verify/key-verifier.ts';
 import { freePort } from '../support/gateway-process.ts';
 import { privateRedis, redisServerAvailable, type PrivateRedis } from '../support/redis-server.ts';
 import { describeWithRedis, redisUrl } from '../support/services.ts';
+import { until } from '../support/until.ts';
 import { codeOf, KeyTable, T0, tinyHasher } from '../unit/verify/support.ts';
 
 interface Replica {
@@ -65,7 +66,7 @@ function replica(
 }
 
 async function subscribed(...replicas: Replica[]): Promise<void> {
-  await vi.waitFor(() => expect(replicas.map((r) => r.bus.degraded)).toEqual(replicas.map(() => false)), { timeout: 5_000 });
+  await vi.waitFor(() => expect(replicas.map((r) => r.bus.degraded)).toEqual(replicas.map(() => false)), { timeout: 15_000 });
 }
 
 async function closeAll(): Promise<void> {
@@ -110,7 +111,6 @@ describeWithRedis('RevocationBus (shared Redis)', () => {
     await subscribed(...replicas);
     const result = await replicas[0]!.bus.announce(17);
     expect(result).toMatchObject({ published: true, receivers: 3, acked: 3, missed: 0 });
-    expect(result.durationMs).toBeLessThan(500);
     for (const made of replicas) expect(made.evicted).toEqual([17]);
   });
 
@@ -143,9 +143,8 @@ describeWithRedis('RevocationBus (shared Redis)', () => {
       await vi.waitFor(() => expect(silent.status).toBe('ready'));
       await silent.subscribe(`${prefix}revocations`);
       const result = await a.bus.announce(5);
+      // Missed: it waited out its bound for the silent one, then answered (a hang fails the test's own timeout).
       expect(result).toMatchObject({ published: true, receivers: 2, acked: 1, missed: 1 });
-      expect(result.durationMs).toBeGreaterThanOrEqual(290);
-      expect(result.durationMs).toBeLessThan(1_000);
       expect(a.events).toContainEqual({ type: 'barrier_missed', subject: 'key 5', receivers: 2, acked: 1 });
     } finally {
       silent.disconnect();
@@ -189,17 +188,11 @@ describeWithRedis('RevocationBus (shared Redis)', () => {
     const a = replica(`redis://127.0.0.1:${await freePort()}`, { prefix, signer, timeoutMs: 400 });
     const result = await a.bus.announce(9);
     expect(result).toMatchObject({ published: false, receivers: 0, acked: 0, missed: 0 });
-    expect(result.durationMs).toBeLessThan(600);
     expect(a.events).toContainEqual({ type: 'publish_failed', subject: 'key 9' });
     expect(a.bus.degraded).toBe(true);
   });
 });
 
-/**
- * A barrier that waited for nobody's lease: well under the shortest wait for one (the default
- * lease and its margin, 1.2 s), and far over what a loaded 2-core machine adds to a round trip.
- */
-const NO_LEASE_WAIT_MS = DEFAULT_LEASE_MS - LEASE_MARGIN_MS;
 
 describeWithRedis('RevocationBus: subscription lease and replica registry (shared Redis)', () => {
   const prefix = `gh-test-${randomBytes(4).toString('hex')}:`;
@@ -223,6 +216,13 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 
+  /** When a replica last proved its subscription: its registry entry's score, in Redis's clock. */
+  async function proofOf(made: Replica): Promise<number> {
+    const entries = await admin.zrange(`${prefix}replicas`, '0', '-1', 'WITHSCORES');
+    for (let i = 0; i < entries.length; i += 2) if (entries[i]!.includes(`"replica":"${made.bus.replicaId}"`)) return Number(entries[i + 1]);
+    return -1;
+  }
+
   /** A registry entry as a replica writes it, with the given secret, lease and age. */
   async function register(replicaId: string, options: { secret?: RedisSigner; leaseMs?: number; ageMs?: number } = {}): Promise<void> {
     const member = (options.secret ?? signer).sign('revocation-replica', JSON.stringify({ replica: replicaId, leaseMs: options.leaseMs ?? 1_000 }));
@@ -233,10 +233,12 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
     const replicas = [0, 1, 2].map(() => replica(redisUrl()!, { prefix, signer }));
     await subscribed(...replicas);
     const result = await replicas[2]!.bus.announce(31);
+    // Quick: no lease was waited for (lapsed 0). How quick is the benchmark's to say.
     expect(result).toMatchObject({ published: true, receivers: 3, acked: 3, missed: 0, registered: 3, lapsed: 0 });
-    expect(result.durationMs).toBeLessThan(NO_LEASE_WAIT_MS);
-    // Proven again and again, the lease never lapses while nothing is wrong.
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Proven again and again, the lease never lapses while nothing is wrong: each replica's
+    // proofs, read from the registry in Redis's clock, go on past the end of its first lease.
+    const first = await Promise.all(replicas.map((made) => proofOf(made)));
+    await until(async () => (await Promise.all(replicas.map((made) => proofOf(made)))).every((at, i) => at > first[i]! + DEFAULT_LEASE_MS), 'proofs past a lease');
     for (const made of replicas) expect(made.degraded).toEqual([true, false]);
   });
 
@@ -249,7 +251,6 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
     await closeRedisConnection(b.subscriber);
     const result = await a.bus.announce(32);
     expect(result).toMatchObject({ receivers: 1, acked: 1, missed: 0, registered: 1, lapsed: 0 });
-    expect(result.durationMs).toBeLessThan(NO_LEASE_WAIT_MS);
     expect(b.degraded.at(-1)).toBe(true);
   });
 
@@ -257,10 +258,8 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
     // One proof at subscription, then none for a minute: the lease (300 ms) runs out first.
     const a = replica(redisUrl()!, { prefix, signer, leaseMs: 300, heartbeatMs: 60_000 });
     await subscribed(a);
-    const trustedAt = performance.now();
-    await vi.waitFor(() => expect(a.bus.degraded).toBe(true), { timeout: 1_000, interval: 5 });
-    // Ended by the lease's own timer (300 ms from the proof), late by at most the margin the barrier allows for it.
-    expect(performance.now() - trustedAt).toBeLessThan(300 + LEASE_MARGIN_MS);
+    // Well before the next heartbeat (a minute away), so only the lease's own timer can have ended it.
+    await vi.waitFor(() => expect(a.bus.degraded).toBe(true), { timeout: 15_000, interval: 5 });
     expect(a.degraded).toEqual([true, false, true]);
     expect(a.events).toContainEqual({ type: 'degraded', reason: 'lease_expired' });
   });
@@ -273,17 +272,19 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
   it.each(entries)('$description: waited for until its lease lapsed = $waits', async ({ entry, waits }) => {
     const a = replica(redisUrl()!, { prefix, signer });
     await subscribed(a);
+    const registeredAt = (await redisNow()) - (entry?.ageMs ?? 0);
     await register('silent-replica', entry);
     const result = await a.bus.announce(33);
     expect(result.missed).toBe(0);
     if (waits) {
       expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 2, lapsed: 1 });
-      expect(result.durationMs).toBeGreaterThanOrEqual(1_000 + 200 - 5);
-      expect(result.durationMs).toBeLessThan(2_000);
+      // Answered only once the silent replica's lease (1 s) and the margin had passed, by Redis's clock.
+      expect(await redisNow()).toBeGreaterThanOrEqual(registeredAt + 1_000 + LEASE_MARGIN_MS - 5);
       expect(a.events).toContainEqual({ type: 'barrier_lapsed', subject: 'key 33', lapsed: 1, replicas: ['silent-replica'] });
     } else {
+      // Not waited for: nothing lapsed, nobody named.
       expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 1, lapsed: 0 });
-      expect(result.durationMs).toBeLessThan(NO_LEASE_WAIT_MS);
+      expect(a.events.some((event) => event.type === 'barrier_lapsed')).toBe(false);
     }
   });
 
@@ -293,7 +294,6 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
     await register('silent-replica');
     const result = await a.bus.announce(34);
     expect(result).toMatchObject({ receivers: 1, acked: 1, registered: 2, lapsed: 0, missed: 1 });
-    expect(result.durationMs).toBeGreaterThanOrEqual(390);
   });
 
   it('when Redis drops a subscription before its replica notices, the barrier answers only after that replica stopped trusting its cache', async () => {
@@ -322,7 +322,7 @@ describeWithRedis('RevocationBus: subscription lease and replica registry (share
     // Its proofs no longer come back: b drops the connection, subscribes again, and is trusted again.
     expect(b.events).toContainEqual({ type: 'degraded', reason: 'heartbeat_failed' });
     await subscribed(b);
-    expect((await a.bus.announce(35)).durationMs).toBeLessThan(NO_LEASE_WAIT_MS);
+    expect(await a.bus.announce(35)).toMatchObject({ receivers: 2, acked: 2, missed: 0, lapsed: 0 });
     expect(b.evicted).toEqual([35]);
   });
 });
@@ -363,11 +363,10 @@ describe.skipIf(!redisServerAvailable())('RevocationBus (private Redis, taken aw
     const admin = createRedisConnection(server.url, { name: 'test:pauser' });
     try {
       await vi.waitFor(() => expect(admin.status).toBe('ready'));
-      const started = performance.now();
-      // Every client's commands hang, as over a partition: a PING goes unanswered.
+      // Every client's commands hang, as over a partition: a PING sent meanwhile goes unanswered
+      // for longer than the heartbeat allows it; no closed connection tells the replica.
       await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
-      await vi.waitFor(() => expect(a.bus.degraded).toBe(true), { timeout: 2_000, interval: 20 });
-      expect(performance.now() - started).toBeLessThan(1_500);
+      await vi.waitFor(() => expect(a.bus.degraded).toBe(true), { timeout: 15_000, interval: 20 });
       expect(a.events).toContainEqual({ type: 'degraded', reason: 'heartbeat_failed' });
       await subscribed(a);
     } finally {

@@ -108,16 +108,26 @@ describe('createSseFilter', () => {
 
   it('awaits onEndpoint before passing the endpoint event on', async () => {
     const order: string[] = [];
+    // The binding finishes only when the test lets it: until then nothing may be sent.
+    let bind = () => {};
+    const bound = new Promise<void>((resolve) => (bind = resolve));
+    let asked = () => {};
+    const binding = new Promise<void>((resolve) => (asked = resolve));
     const filter = createSseFilter({
       allowed: ALLOWED,
       onEndpoint: async (data) => {
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        asked();
+        await bound;
         order.push(`bound ${data}`);
       },
     });
     filter.on('data', (chunk: Buffer) => order.push(`sent ${chunk.toString().trim()}`));
     const ended = new Promise((resolve) => filter.on('end', resolve));
     filter.end('event: endpoint\ndata: /messages?sessionId=abc\n\n');
+    await binding;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(order).toEqual([]);
+    bind();
     await ended;
     expect(order).toEqual(['bound /messages?sessionId=abc', 'sent event: endpoint\ndata: /messages?sessionId=abc']);
   });

@@ -1,5 +1,5 @@
 import { PassThrough } from 'node:stream';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { JSON_POST, KEY_A, KEY_B, TestServer, bearer, bench, headerOf, rpcErrorOf, until, type BenchOptions } from './support.ts';
 
 const INITIALIZE = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
@@ -122,6 +122,9 @@ describe('SessionGate', () => {
   });
 
   it('keeps the session of an open stream bound, and stops once the stream ends', async () => {
+    // The refresh's interval on a clock the test moves; the sockets keep their own timers.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    onTestFinished(() => void vi.useRealTimers());
     start({ streamBindingRefreshMs: 10 });
     await parts.bindings.bind('streamable:s-1', 1);
     const checks: string[] = [];
@@ -133,14 +136,19 @@ describe('SessionGate', () => {
     const events = new PassThrough();
     parts.upstream.answer = () => ({ status: 200, headers: { 'content-type': 'text/event-stream' }, body: events });
     const stream = await server.open('GET', '/mcp', { ...bearer(KEY_A), 'mcp-session-id': 's-1' });
-    await until(() => checks.length >= 3);
+    await until(() => {
+      vi.advanceTimersByTime(10);
+      return checks.length >= 3;
+    });
     events.end();
     stream.resume();
     await new Promise((resolve) => stream.once('end', resolve));
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    const after = checks.length;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(checks.length).toBe(after);
+    // Stopped once the gateway has seen the stream end: ten refresh periods pass with no check more.
+    await until(() => {
+      const before = checks.length;
+      vi.advanceTimersByTime(100);
+      return checks.length === before;
+    });
     expect(new Set(checks)).toEqual(new Set(['streamable:s-1']));
   });
 });

@@ -1,4 +1,5 @@
 import { ToolParamHeaders } from '../../../src/mcp/tool-param-headers.ts';
+import { until as waitUntil } from '../../support/until.ts';
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
@@ -19,7 +20,7 @@ import { ToolGrants } from '../../../src/policy/scopes.ts';
 import { OpenStreams } from '../../../src/proxy/open-streams.ts';
 import type { Inspect, Refuse, Upstream, UpstreamRequest } from '../../../src/proxy/upstream.ts';
 import { clientResponseHeaders, IdentityHeaderValues } from '../../../src/proxy/upstream-headers.ts';
-import { ALL_FEATURES, defaultTables, defaultYaml, LEGACY_PATHS, tablesFrom } from '../policy/support.ts';
+import { ALL_FEATURES, defaultTables, defaultYaml, LEGACY_PATHS, tablesFrom } from '../../unit/policy/support.ts';
 import type { RateRule } from '../../../src/policy/rate-limits.ts';
 import { LocalRateLimiter, type RateLimiter } from '../../../src/limits/rate-limiter.ts';
 
@@ -219,10 +220,5 @@ export function headerOf(headers: readonly string[], name: string): string[] {
   return values;
 }
 
-export const until = async (condition: () => boolean, ms = 2_000): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-};
+/** Polls `condition` until it holds (test/support/until.ts), with its generous deadline. */
+export const until = (condition: () => boolean): Promise<void> => waitUntil(condition);

@@ -163,7 +163,7 @@ interface Exchanged {
 }
 
 /** Sends exact bytes and reads until the server closes the connection (rejects if it does not). */
-function untilClosed(port: number, bytes: string, timeoutMs = 5_000): Promise<Exchanged> {
+function untilClosed(port: number, bytes: string, timeoutMs = 15_000): Promise<Exchanged> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
