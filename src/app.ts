@@ -245,7 +245,7 @@ async function buildCore(config: Config, store: Store, log: FastifyBaseLogger, m
   const secret = env.JWT_SECRET ?? (await store.getOrCreateSetting('jwt_secret', randomBytes(32).toString('base64url')));
   const sessions = new SessionTokens({ secret: new TextEncoder().encode(secret), ttlSeconds: env.ADMIN_SESSION_TTL, now });
   // Opened without waiting for Redis: with Redis away the gateway starts and serves through the store.
-  const redis = env.REDIS_URL === undefined ? undefined : await RedisTier.open({ url: env.REDIS_URL, store, log });
+  const redis = env.REDIS_URL === undefined ? undefined : await RedisTier.open({ url: env.REDIS_URL, store, log, commandTimeoutMs: env.REDIS_COMMAND_TIMEOUT });
   // The admin sessions ended while their tokens live: read at start, then told by the revocation bus.
   // Every way this replica learns of an end goes through it, and ends the session's streams.
   // Streams and tunnels by credential: a key's end (the eviction below, on every replica before

@@ -29,7 +29,7 @@ export async function withRevocations<T>(io: CliIo, context: StoreContext, fn: (
   if (url === undefined) return fn({ listener: { keyChanged: async () => {} }, sessions: { sessionsEnded: async () => {} }, last: () => undefined });
 
   const warn = (_fields: Record<string, unknown>, message: string) => void io.stderr.write(`gatehouse: ${message}\n`);
-  const tier = await RedisTier.open({ url, store: context.store, log: { info: () => {}, warn, error: warn } });
+  const tier = await RedisTier.open({ url, commandTimeoutMs: context.config.env.REDIS_COMMAND_TIMEOUT, store: context.store, log: { info: () => {}, warn, error: warn } });
   try {
     let subscribed!: () => void;
     const ready = new Promise<void>((resolve) => (subscribed = resolve));

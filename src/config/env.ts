@@ -19,6 +19,7 @@ export const DEFAULTS = {
   UPSTREAM_TIMEOUT: '30s',
   KEY_CACHE_SIZE: 100_000,
   KEY_CACHE_TTL: '5m',
+  REDIS_COMMAND_TIMEOUT: '500ms',
   BODY_LIMIT: 1_048_576,
   ARGON2_MEMORY_KIB: 19_456,
   ARGON2_TIME_COST: 2,
@@ -112,6 +113,8 @@ export const envSchema = z.object({
   DATA_DIR: z.string().min(1).default(DEFAULTS.DATA_DIR),
   CONFIG_DIR: z.string().min(1).default(DEFAULTS.CONFIG_DIR),
   REDIS_URL: optional(url(['redis:', 'rediss:'])),
+  /** A Redis that has not answered within this is down, for every use (docs/replicas.md, "A Redis that does not answer"). */
+  REDIS_COMMAND_TIMEOUT: duration(parseDurationMs).prefault(DEFAULTS.REDIS_COMMAND_TIMEOUT),
   ADMIN_EMAIL: optional(z.string().email('must be an email address')),
   ADMIN_PASSWORD: optional(z.string().min(8, 'must be at least 8 characters')),
   ADMIN_SESSION_TTL: duration(parseDurationSeconds).prefault(DEFAULTS.ADMIN_SESSION_TTL),

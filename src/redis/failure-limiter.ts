@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { MemoryFailureLimiter, type FailureLimiter } from '../limits/failure-limiter.ts';
 import { DEFAULT_REDIS_PREFIX } from './identity-tier.ts';
-import { isLateAnswer } from './late-answer.ts';
 
 /** INCR and open the window on the first failure, in one step: two replicas cannot both open it. */
 const RECORD_FAILURE = `
@@ -53,9 +52,6 @@ const RELEASE = `
 local failures = tonumber(redis.call('GET', KEYS[1]) or '0')
 if failures > 1 then redis.call('DECR', KEYS[1]) elseif failures == 1 then redis.call('DEL', KEYS[1]) end
 return 0`;
-
-/** Retry-After for an attempt refused because Redis answered too late to know whether it was counted. */
-const LATE_ANSWER_RETRY_S = 1;
 
 export interface RedisFailureLimiterOptions {
   redis: Redis;
@@ -120,13 +116,9 @@ export class RedisFailureLimiter implements FailureLimiter {
   /**
    * Reserved here first (synchronously, so this replica's own burst is bounded even when Redis
    * is away), then in Redis. Redis refusing gives the local count back; Redis failing keeps it,
-   * and the local count alone decides, as for `blockedFor`.
-   *
-   * A late answer is not a failure: under the very burst being limited, a busy event loop can
-   * let the command time out after Redis ran the script. Whether Redis refused is then unknown,
-   * and reading it as an outage would let each replica allow `limit` of its own; so the attempt
-   * is refused (Retry-After 1 s). A Redis that is away fails at once (no offline queue), and
-   * falls back to the local count.
+   * and the local count alone decides, as for `blockedFor`. A Redis silent for the command
+   * timeout is down like one that is away (docs/replicas.md): the local count decides; the
+   * script may still have counted the attempt in Redis, which only makes the shared count stricter.
    */
   async reserve(subjects: readonly string[]): Promise<number> {
     const local = this.#local.reserveSync(subjects);
@@ -140,10 +132,6 @@ export class RedisFailureLimiter implements FailureLimiter {
       }
     } catch (error) {
       this.#onError(error);
-      if (isLateAnswer(error)) {
-        await Promise.all(subjects.map((subject) => this.#local.release(subject)));
-        return LATE_ANSWER_RETRY_S;
-      }
     }
     return 0;
   }

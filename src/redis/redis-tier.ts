@@ -33,6 +33,8 @@ export interface RedisTierOptions {
   /** Default: `gatehouse:<deployment>:`, where the deployment is derived from the store's secret (see `namespaceOf`). */
   prefix?: string;
   barrierTimeoutMs?: number;
+  /** REDIS_COMMAND_TIMEOUT: a Redis silent this long is down (see redisOptions). */
+  commandTimeoutMs?: number;
 }
 
 /**
@@ -78,6 +80,7 @@ export class RedisTier {
     this.#signer = new RedisSigner(signing);
     this.commands = createRedisConnection(options.url, {
       name: 'gatehouse:commands',
+      commandTimeoutMs: options.commandTimeoutMs,
       onStatus: (up) => {
         this.#connected = up;
         if (this.#closing) return;
@@ -89,7 +92,7 @@ export class RedisTier {
     // The process id lets an operator match a replica's log lines and its connections in CLIENT LIST; the random part keeps ids unique across hosts.
     this.#replicaId = `p${process.pid}-${randomBytes(6).toString('base64url')}`;
     // Reconnection attempts fail every second while Redis is away: the status change above is the one line logged.
-    this.subscriber = createRedisConnection(options.url, { name: `gatehouse:revocations:${this.#replicaId}` });
+    this.subscriber = createRedisConnection(options.url, { name: `gatehouse:revocations:${this.#replicaId}`, commandTimeoutMs: options.commandTimeoutMs });
     this.identity = { tier: new RedisIdentityTier({ redis: this.commands, signer: this.#signer, prefix: this.#prefix }), pepper };
   }
 

@@ -2,14 +2,11 @@ import type { Redis } from 'ioredis';
 import { LocalRateLimiter, type RateLimiter } from '../limits/rate-limiter.ts';
 import { resetSecondsOf, type Charge, type Counted, type Quota, type RateRule } from '../policy/rate-limits.ts';
 import { DEFAULT_REDIS_PREFIX } from './identity-tier.ts';
-import { isLateAnswer } from './late-answer.ts';
 import { groupMsOf, Lease, leaseMsOf } from './rate-lease.ts';
 import { LEASE, RETURN } from './rate-lease-scripts.ts';
 
 /** Leases asked for one request before it is refused (each grant serves at least one waiting request). */
 const MAX_ROUNDS = 16;
-/** Retry-After when Redis answered too late to know whether it granted anything. */
-const LATE_ANSWER_RETRY_S = 1;
 /**
  * A refusal from Redis is answered from memory for at most this fraction of a lease: slots
  * another replica holds unused come back when its lease lapses, sooner than the wait Redis told.
@@ -43,9 +40,10 @@ export interface SharedRateLimiterOptions {
  * interval, a second at most): its unused slots go back to the others at once, its used ones
  * are stamped with when they were used.
  *
- * Redis not connected, or failing: the request is counted by this replica's own log at the
- * full limit (`fallback` observed). Redis answering too late to know whether it granted: the
- * request is refused (`Retry-After: 1`), never counted twice.
+ * Redis down, failing, or silent for the command timeout (down too: docs/replicas.md), the
+ * request is counted by this replica's own log at the full limit (`fallback` observed): never
+ * a 429 for a limit not reached. A lease that Redis granted after the command gave up on it
+ * counts in Redis until it lapses, never here, and is never used.
  */
 export class SharedRateLimiter implements RateLimiter {
   readonly #redis: Redis;
@@ -128,7 +126,6 @@ export class SharedRateLimiter implements RateLimiter {
         await Promise.all(lacking.map((charge) => this.#refill(charge)));
       } catch (error) {
         this.#onError(error);
-        if (isLateAnswer(error)) return this.#refused(lacking[0]!, LATE_ANSWER_RETRY_S, charges, performance.now());
         return this.#fallback(charges);
       }
       const counted = this.#fromLeases(charges, performance.now());
@@ -163,14 +160,7 @@ export class SharedRateLimiter implements RateLimiter {
     const leaseMs = leaseMsOf(rule);
     // Read before sending: Redis stamps the lease later than this, so it lapses here first.
     const sent = performance.now();
-    let answer: number[];
-    try {
-      answer = (await this.#redis.eval(LEASE, 1, this.#key(lease.subject), rule.requests, rule.perSeconds * 1000, want, leaseMs, name, least)) as number[];
-    } catch (error) {
-      // Too late to know whether it was granted: whatever was granted is given back.
-      if (isLateAnswer(error)) this.#return(lease.subject, `${name}:${want}`, [], rule);
-      throw error;
-    }
+    const answer = (await this.#redis.eval(LEASE, 1, this.#key(lease.subject), rule.requests, rule.perSeconds * 1000, want, leaseMs, name, least)) as number[];
     const [granted, left, waitMs, resetMs] = answer.map(Number) as [number, number, number, number];
     const member = `${name}:${granted}`;
     const now = performance.now();

@@ -297,9 +297,11 @@ export class KeyVerifier {
     }
 
     const prefix = keyPrefixOf(rawKey);
-    await this.#guard.passThrottle(prefix, claimant, () => this.#provenPrefixes.has(prefix));
+    const gated = await this.#guard.passThrottle(prefix, claimant, () => this.#provenPrefixes.has(prefix));
     // From the in-flight check to the increment without an await: concurrent guesses cannot all pass.
-    this.#guard.refuseIfInFlight(prefix);
+    // A key the throttle's gate let through is not checked: the gate already allows one a second,
+    // and refusing it for a verify still running from an earlier slot would spend its turn.
+    if (!gated) this.#guard.refuseIfInFlight(prefix);
     if (this.#provenPrefixes.has(prefix)) {
       this.#counts.provenPrefixRefusals++;
       this.#guard.reject(flatCopy(rawKey));
@@ -315,8 +317,12 @@ export class KeyVerifier {
         this.#guard.reject(flatCopy(rawKey));
         throw invalidKey();
       }
+      const matched = await this.#hasher.verify(row.keyHash, rawKey);
+      // Counted once done, with its result: counted at its start, a scrape between the two read
+      // verifies minus mismatches as a match, and the next one as a negative match, which a
+      // Prometheus counter refuses (the whole scrape failed).
       this.#counts.argon2Verifies++;
-      if (!(await this.#hasher.verify(row.keyHash, rawKey))) {
+      if (!matched) {
         this.#counts.argon2Mismatches++;
         this.#guard.reject(flatCopy(rawKey));
         // Recorded before this attempt leaves the in-flight count, so the next one sees it.

@@ -43,13 +43,15 @@ export class PrefixGuard {
    * here (`proven`, asked once the limiter has answered: the real key may prove its prefix
    * meanwhile): then every other key of the prefix is wrong and the real one is served from
    * memory, so a guess must not spend the interval's one verify that another replica's real key may need.
+   * True when the prefix is throttled and the gate let this key through.
    */
-  async passThrottle(prefix: string, claimant: string, proven: () => boolean): Promise<void> {
+  async passThrottle(prefix: string, claimant: string, proven: () => boolean): Promise<boolean> {
     const blockedFor = await this.#blockedFor(prefix);
-    if (blockedFor === 0) return;
+    if (blockedFor === 0) return false;
     if (proven()) throw this.#throttled('Too many failed attempts for this key prefix', blockedFor);
     if (!(await this.#settings.probe.tryPass(prefix, claimant))) throw this.#throttled('Too many failed attempts for this key prefix', 1);
     this.#settings.counts.probes++;
+    return true;
   }
 
   /** From this check to `enter` without an await: concurrent guesses cannot all pass. */

@@ -1,19 +1,35 @@
 import { randomBytes } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { appendChecksum, KEY_BODY_LENGTH, KEY_PREFIX_LENGTH, KEY_TAG } from '../../src/credentials/key-format.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
-import { createKey, loginAdmin } from '../support/http.ts';
+import { createKey, loginAdmin, request } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
-import { request } from '../support/http.ts';
 import { EVENTS_PATH, metric, startReplicas, useKey, waitForRedis } from '../support/replicas.ts';
 import { createTestDatabase, postgresUrl, redisUrl, type TestDatabase } from '../support/services.ts';
 
-const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-/** The promise: once a prefix is throttled, at most one key of it is verified per second. */
+/**
+ * The promise (docs/security.md, "Guesses behind a real key's prefix"): once a prefix is
+ * throttled, at most one key of it is verified per second, and the real key's first use is
+ * served at the first verify slot after it asked, however many addresses flood the prefix. The
+ * 2 s it means in time is measured by `npm run bench:attacks -- --only prefix-flood`; here it
+ * is asserted as what it is built on: the verifies counted between the key's first try and its
+ * answer.
+ */
 const PROBE_INTERVAL_S = 1;
-/** How long guesses go on after the throttle, to measure what they still cost. */
+/** How long guesses go on after the throttle, to count what they still cost. */
 const GUESSING_S = 3;
+/** Flooding client addresses: Linux routes all of 127.0.0.0/8 locally; the real key comes from 127.0.0.1. */
+const FLOOD_ADDRESSES = Array.from({ length: 80 }, (_, i) => `127.0.1.${i + 1}`);
+/**
+ * Verifies between the real key's first try and its answer: its own, and at most one guess
+ * already let through (in flight, or let through between the count and the try).
+ */
+const MAX_VERIFIES_UNTIL_SERVED = 2;
+/** A client giving up after this many 429s: the old gate needed one try per flooding address. */
+const MAX_TRIES = 30;
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 /** A well-formed key (valid checksum) carrying `prefix` and a random, wrong secret. */
 function forgedKey(prefix: string): string {
@@ -21,58 +37,17 @@ function forgedKey(prefix: string): string {
   return appendChecksum(prefix + [...randomBytes(fill)].map((byte) => BASE62[byte % 62]).join(''));
 }
 
-async function mismatches(gateways: GatewayProcess[]): Promise<number> {
-  const counts = await Promise.all(gateways.map((gateway) => metric(gateway, 'gatehouse_argon2_verifications_total', { result: 'mismatch' })));
+async function sumOf(gateways: GatewayProcess[], name: string, labels: Record<string, string> = {}): Promise<number> {
+  const counts = await Promise.all(gateways.map((gateway) => metric(gateway, name, labels)));
   return counts.reduce((sum, count) => sum + count, 0);
 }
 
-/** Guesses behind the prefix, one at a time, until the gateway answers 429. */
-async function guessUntilThrottled(gateway: GatewayProcess, prefix: string): Promise<void> {
-  for (let guesses = 0; guesses < 200; guesses++) {
-    const { status } = await useKey(gateway, forgedKey(prefix));
-    if (status === 429) return;
-    expect(status).toBe(401);
-  }
-  throw new Error('the prefix was never throttled');
-}
+/** argon2id verifies, matches and mismatches, on every replica. */
+const verifies = (gateways: GatewayProcess[]) => sumOf(gateways, 'gatehouse_argon2_verifications_total');
+const mismatches = (gateways: GatewayProcess[]) => sumOf(gateways, 'gatehouse_argon2_verifications_total', { result: 'mismatch' });
 
-/** `workers` concurrent guessers for `seconds`; resolves with what the guesses were answered. */
-async function keepGuessing(gateway: GatewayProcess, prefix: string, seconds: number, workers = 4): Promise<number[]> {
-  const until = Date.now() + seconds * 1000;
-  const statuses: number[] = [];
-  await Promise.all(
-    Array.from({ length: workers }, async () => {
-      while (Date.now() < until) statuses.push((await useKey(gateway, forgedKey(prefix))).status);
-    }),
-  );
-  return statuses;
-}
-
-/** Uses the real key every 100 ms until it is served; resolves with the milliseconds from the first try. */
-async function firstUse(gateway: GatewayProcess, key: string): Promise<{ elapsedMs: number; statuses: number[] }> {
-  const started = performance.now();
-  const statuses: number[] = [];
-  for (;;) {
-    const { status } = await useKey(gateway, key);
-    statuses.push(status);
-    if (status !== 429 || performance.now() - started > 10_000) return { elapsedMs: performance.now() - started, statuses };
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-/** The flood's source address: Linux routes all of 127.0.0.0/8 locally, the gateway listens on 127.0.0.1. */
-const FLOOD_ADDRESS = '127.0.0.2';
-/** Guessers that never stop, each waiting only for its previous answer. */
-const FLOOD_WORKERS = 8;
-
-interface Flood {
-  /** Answers so far, with when each came (performance.now()). */
-  answers: { status: number; at: number }[];
-  stop(): Promise<void>;
-}
-
-/** A guess sent from `localAddress`, on a keep-alive connection of `agent`. */
-function guessFrom(gateway: GatewayProcess, prefix: string, agent: Agent): Promise<number> {
+/** A guess sent from `localAddress` on a keep-alive connection of `agent`. */
+function guessFrom(gateway: GatewayProcess, prefix: string, agent: Agent, localAddress: string): Promise<number> {
   const body = JSON.stringify({ type: 'test' });
   return new Promise((resolve, reject) => {
     const outgoing = httpRequest(
@@ -80,7 +55,7 @@ function guessFrom(gateway: GatewayProcess, prefix: string, agent: Agent): Promi
       {
         method: 'POST',
         agent,
-        localAddress: FLOOD_ADDRESS,
+        localAddress,
         headers: { authorization: `Bearer ${forgedKey(prefix)}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       },
       (response) => {
@@ -94,12 +69,12 @@ function guessFrom(gateway: GatewayProcess, prefix: string, agent: Agent): Promi
   });
 }
 
-/** Guesses from FLOOD_ADDRESS, one at a time, until the prefix is throttled: 127.0.0.1 stays new to the gate. */
-async function throttleFromFloodAddress(gateway: GatewayProcess, prefix: string): Promise<void> {
+/** Guesses from one flood address, one at a time, until the prefix is throttled: 127.0.0.1 stays new to the gate. */
+async function throttle(gateway: GatewayProcess, prefix: string): Promise<void> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   try {
     for (let guesses = 0; guesses < 200; guesses++) {
-      const status = await guessFrom(gateway, prefix, agent);
+      const status = await guessFrom(gateway, prefix, agent, FLOOD_ADDRESSES[0]!);
       if (status === 429) return;
       expect(status).toBe(401);
     }
@@ -109,76 +84,95 @@ async function throttleFromFloodAddress(gateway: GatewayProcess, prefix: string)
   }
 }
 
-/** FLOOD_WORKERS guessers from FLOOD_ADDRESS, none ever pausing, until stopped. */
-function startFlood(gateway: GatewayProcess, prefix: string): Flood {
-  const agent = new Agent({ keepAlive: true, maxSockets: FLOOD_WORKERS });
+interface Flood {
+  /** Answers so far, each with the address it went to and when it came (performance.now()). */
+  answers: { status: number; address: string; at: number }[];
+  stop(): Promise<void>;
+}
+
+/** Every flood address guessing without pause, each waiting only for its previous answer, spread over `gateways`. */
+function startFlood(gateways: GatewayProcess[], prefix: string): Flood {
   const answers: Flood['answers'] = [];
   let stopping = false;
-  const workers = Array.from({ length: FLOOD_WORKERS }, async () => {
-    while (!stopping) answers.push({ status: await guessFrom(gateway, prefix, agent), at: performance.now() });
+  const agents: Agent[] = [];
+  const workers = FLOOD_ADDRESSES.map(async (address, i) => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    agents.push(agent);
+    const gateway = gateways[i % gateways.length]!;
+    while (!stopping) answers.push({ status: await guessFrom(gateway, prefix, agent, address), address, at: performance.now() });
   });
   return {
     answers,
     stop: async () => {
       stopping = true;
       await Promise.all(workers);
-      agent.destroy();
+      for (const agent of agents) agent.destroy();
     },
   };
 }
 
-/**
- * The real key's first use from 127.0.0.1, retried after each 429's Retry-After (200 ms without
- * one), as a well-behaved client does; resolves when it is served or after 10 s.
- */
-async function firstUseHonouringRetryAfter(gateway: GatewayProcess, key: string): Promise<{ elapsedMs: number; statuses: number[]; servedAt: number }> {
-  const started = performance.now();
+/** The real key's first use from 127.0.0.1, retried after each 429's Retry-After, as a well-behaved client does. */
+async function firstUse(gateway: GatewayProcess, key: string): Promise<number[]> {
   const statuses: number[] = [];
-  for (;;) {
+  while (statuses.length < MAX_TRIES) {
     const response = await request(`${gateway.url}${EVENTS_PATH}`, { method: 'POST', token: key, json: { type: 'test' } });
     statuses.push(response.status);
-    const now = performance.now();
-    if (response.status !== 429 || now - started > 10_000) return { elapsedMs: now - started, statuses, servedAt: now };
-    const retryAfterS = Number(response.headers.get('retry-after'));
-    await new Promise((resolve) => setTimeout(resolve, retryAfterS > 0 ? retryAfterS * 1000 : 200));
+    if (response.status !== 429) break;
+    expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after')) * 1000));
   }
+  return statuses;
 }
 
-/** How long the flood runs before the real key's first try, and on after it is served. */
-const FLOOD_LEAD_MS = 2_000;
-const FLOOD_TAIL_MS = 500;
-
 /**
- * Throttles the key's prefix, floods it on `flooded` from FLOOD_ADDRESS, and uses the key for
- * the first time on `served` from 127.0.0.1 while the flood goes on.
+ * Throttles the key's prefix, floods it from every flood address over `flooded`, waits until
+ * every address is in line and the gate has given two slots to the flood, then uses the key for
+ * the first time on `served` while the flood goes on.
  */
-async function firstUseUnderFlood(gateways: GatewayProcess[], flooded: GatewayProcess, served: GatewayProcess, key: string) {
+async function firstUseUnderFlood(gateways: GatewayProcess[], flooded: GatewayProcess[], served: GatewayProcess, key: string) {
   const prefix = key.slice(0, KEY_PREFIX_LENGTH);
-  await throttleFromFloodAddress(flooded, prefix);
-  const before = await mismatches(gateways);
-  const flood = startFlood(flooded, prefix);
+  const throttleStarted = performance.now();
+  await throttle(flooded[0]!, prefix);
   const floodStarted = performance.now();
+  const atStart = await mismatches(gateways);
+  const flood = startFlood(flooded, prefix);
   try {
-    await new Promise((resolve) => setTimeout(resolve, FLOOD_LEAD_MS));
-    const use = await firstUseHonouringRetryAfter(served, key);
-    await new Promise((resolve) => setTimeout(resolve, FLOOD_TAIL_MS));
-    return { use, flood, floodStarted, floodSeconds: (performance.now() - floodStarted) / 1000, before };
+    await vi.waitFor(
+      async () => {
+        expect(new Set(flood.answers.map(({ address }) => address)).size).toBe(FLOOD_ADDRESSES.length);
+        expect((await mismatches(gateways)) - atStart).toBeGreaterThanOrEqual(2);
+      },
+      { timeout: 30_000, interval: 100 },
+    );
+    const before = await verifies(gateways);
+    const triedAt = performance.now();
+    const statuses = await firstUse(served, key);
+    const verifiesUntilServed = (await verifies(gateways)) - before;
+    const servedAt = performance.now();
+    // The flood goes on past the answer.
+    const answersAtServed = flood.answers.length;
+    await vi.waitFor(() => expect(flood.answers.length).toBeGreaterThan(answersAtServed + FLOOD_ADDRESSES.length));
+    await flood.stop();
+    const during = flood.answers.filter(({ at }) => at > triedAt && at < servedAt);
+    const trace = `tries ${statuses.join()}, ${Math.round(servedAt - triedAt)} ms, ${Math.round(servedAt - throttleStarted)} ms after the first guess, guesses answered 401 meanwhile: ${during.filter(({ status }) => status === 401).length} of ${during.length}`;
+    return { trace, statuses, verifiesUntilServed, flood, floodStarted, triedAt, servedAt, guessVerifies: (await mismatches(gateways)) - atStart, floodSeconds: (performance.now() - floodStarted) / 1000 };
   } finally {
     await flood.stop();
   }
 }
 
-/** What every flood must show: the key served in time, during a real flood, which bought at most one verify a second. */
-async function expectFairUnderFlood(gateways: GatewayProcess[], outcome: Awaited<ReturnType<typeof firstUseUnderFlood>>): Promise<void> {
-  const { use, flood, floodStarted, floodSeconds, before } = outcome;
-  expect(use.statuses.at(-1), use.statuses.join()).toBe(200);
-  expect(use.elapsedMs).toBeLessThan(2000);
-  // A flood, and still going when the key was served.
-  expect(flood.answers.length / floodSeconds).toBeGreaterThan(100);
-  expect(flood.answers.some(({ at }) => at > use.servedAt)).toBe(true);
-  expect(flood.answers.filter(({ at }) => at > floodStarted).every(({ status }) => status === 401 || status === 429)).toBe(true);
-  // At most one verify per interval for the prefix, plus one for the interval open when the clock started.
-  expect((await mismatches(gateways)) - before).toBeLessThanOrEqual(Math.ceil(floodSeconds / PROBE_INTERVAL_S) + 1);
+/** What every flood must show: the key served at its first slot, during a real flood that bought at most one verify a second. */
+function expectFairUnderFlood(outcome: Awaited<ReturnType<typeof firstUseUnderFlood>>): void {
+  const { trace, statuses, verifiesUntilServed, flood, triedAt, servedAt, guessVerifies, floodSeconds } = outcome;
+  expect(statuses.at(-1), statuses.join()).toBe(200);
+  expect(statuses.slice(0, -1).every((status) => status === 429)).toBe(true);
+  expect(verifiesUntilServed, trace).toBeLessThanOrEqual(MAX_VERIFIES_UNTIL_SERVED);
+  // Every address was flooding while the key waited: the flood was real, and none of it was let in.
+  const during = flood.answers.filter(({ at }) => at > triedAt && at < servedAt);
+  expect(new Set(during.map(({ address }) => address)).size).toBe(FLOOD_ADDRESSES.length);
+  expect(flood.answers.every(({ status }) => status === 401 || status === 429)).toBe(true);
+  // At most one verify per interval for the prefix, plus one for the interval open when the count started.
+  expect(guessVerifies).toBeLessThanOrEqual(Math.ceil(floodSeconds / PROBE_INTERVAL_S) + 1);
 }
 
 describe('attack: guesses behind a real key prefix never lock the real key out', () => {
@@ -199,55 +193,54 @@ describe('attack: guesses behind a real key prefix never lock the real key out',
     return response.body.key as string;
   }
 
-  it('one process: the key, never used before, is served within 2 s of trying while guesses stay at one verify a second', { timeout: 60_000 }, async () => {
+  it('one process: guesses behind a throttled prefix cost one verify a second, and the key is served', { timeout: 60_000 }, async () => {
     origin = await startOrigin();
     gateways = await startReplicas(1, { UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' });
     const [gateway] = gateways as [GatewayProcess];
     const key = await newKey(gateway);
     const prefix = key.slice(0, KEY_PREFIX_LENGTH);
 
-    await guessUntilThrottled(gateway, prefix);
+    await throttle(gateway, prefix);
     const throttledAt = await mismatches(gateways);
-    const guesses = await keepGuessing(gateway, prefix, GUESSING_S);
+    const until = performance.now() + GUESSING_S * 1000;
+    const guesses: number[] = [];
+    await Promise.all(Array.from({ length: 4 }, async () => {
+      while (performance.now() < until) guesses.push((await useKey(gateway, forgedKey(prefix))).status);
+    }));
     expect(guesses.filter((status) => status === 429).length).toBeGreaterThan(guesses.length / 2);
     expect(guesses.every((status) => status === 401 || status === 429)).toBe(true);
-    // One verify per interval, plus one for the interval already open when the clock started.
     expect((await mismatches(gateways)) - throttledAt).toBeLessThanOrEqual(GUESSING_S / PROBE_INTERVAL_S + 1);
 
-    const { elapsedMs, statuses } = await firstUse(gateway, key);
+    const statuses = await firstUse(gateway, key);
     expect(statuses.at(-1)).toBe(200);
-    expect(elapsedMs).toBeLessThan(2000);
     expect(origin.receivedAt(EVENTS_PATH)).toHaveLength(1);
     expect(origin.receivedAt(EVENTS_PATH)[0]!.headers['x-auth-key-id']).toBeDefined();
   });
 
-  it('one process, a flood that never stops from another address: the key is served within 2 s of its first try', { timeout: 60_000 }, async () => {
+  it(`one process, ${FLOOD_ADDRESSES.length} addresses flooding without pause: the key, never used before, is served at the first slot after it asked`, { timeout: 120_000 }, async () => {
     origin = await startOrigin();
     gateways = await startReplicas(1, { UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' });
     const [gateway] = gateways as [GatewayProcess];
     const key = await newKey(gateway);
 
-    await expectFairUnderFlood(gateways, await firstUseUnderFlood(gateways, gateway, gateway, key));
+    expectFairUnderFlood(await firstUseUnderFlood(gateways, gateways, gateway, key));
     expect(origin.receivedAt(EVENTS_PATH)).toHaveLength(1);
     expect(origin.receivedAt(EVENTS_PATH)[0]!.headers['x-auth-key-id']).toBeDefined();
   });
 
-  describe.skipIf(postgresUrl() === null || redisUrl() === null)('two replicas sharing PostgreSQL and Redis', () => {
-    it('a flood that never stops on one replica: a key first used on the other is served within 2 s, and the reverse', { timeout: 90_000 }, async () => {
+  describe.skipIf(postgresUrl() === null || redisUrl() === null)('three replicas sharing PostgreSQL and Redis', () => {
+    it(`${FLOOD_ADDRESSES.length} addresses flooding all three: a key first used on one is served at the first slot after it asked`, { timeout: 120_000 }, async () => {
       database = await createTestDatabase();
       origin = await startOrigin();
-      gateways = await startReplicas(2, { DATABASE_URL: database.url, REDIS_URL: redisUrl()!, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' });
+      gateways = await startReplicas(3, { DATABASE_URL: database.url, REDIS_URL: redisUrl()!, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' });
       await waitForRedis(gateways, 'ok');
-      const [one, two] = gateways as [GatewayProcess, GatewayProcess];
 
-      await expectFairUnderFlood(gateways, await firstUseUnderFlood(gateways, one, two, await newKey(one)));
+      expectFairUnderFlood(await firstUseUnderFlood(gateways, gateways, gateways[1]!, await newKey(gateways[0]!)));
       expect(origin.receivedAt(EVENTS_PATH)).toHaveLength(1);
-      await expectFairUnderFlood(gateways, await firstUseUnderFlood(gateways, two, one, await newKey(one)));
-      expect(origin.receivedAt(EVENTS_PATH)).toHaveLength(2);
+      expect(origin.receivedAt(EVENTS_PATH)[0]!.headers['x-auth-key-id']).toBeDefined();
     });
 
-
-    it('guessed on one replica, the key is first used on the other and served within 2 s; the shared tier then serves it unthrottled', { timeout: 90_000 }, async () => {
+    it('guessed on one replica, the key is first used on another and served; the shared tier then serves it unthrottled', { timeout: 90_000 }, async () => {
       database = await createTestDatabase();
       origin = await startOrigin();
       gateways = await startReplicas(2, { DATABASE_URL: database.url, REDIS_URL: redisUrl()!, UPSTREAM_URL: origin.url, LOG_LEVEL: 'warn' });
@@ -256,22 +249,19 @@ describe('attack: guesses behind a real key prefix never lock the real key out',
       const key = await newKey(guessed);
       const prefix = key.slice(0, KEY_PREFIX_LENGTH);
 
-      await guessUntilThrottled(guessed, prefix);
+      await throttle(guessed, prefix);
       // The throttle is shared: the other replica refuses guesses of this prefix too.
       expect((await useKey(fresh, forgedKey(prefix))).status).toBe(429);
-      const throttledAt = await mismatches(gateways);
-      await Promise.all([keepGuessing(guessed, prefix, GUESSING_S, 2), keepGuessing(fresh, prefix, GUESSING_S, 2)]);
-      // One verify per interval across both replicas, not per replica.
-      expect((await mismatches(gateways)) - throttledAt).toBeLessThanOrEqual(GUESSING_S / PROBE_INTERVAL_S + 1);
 
-      const { elapsedMs, statuses } = await firstUse(fresh, key);
-      expect(statuses.at(-1)).toBe(200);
-      expect(elapsedMs).toBeLessThan(2000);
+      const statuses = await firstUse(fresh, key);
+      expect(statuses.at(-1), statuses.join()).toBe(200);
 
       // Verified once anywhere, the key is found in the shared identity tier before the throttle is asked:
       // on the replica under attack, which never verified it, it is served at the first try.
       expect((await useKey(guessed, forgedKey(prefix))).status).toBe(429);
+      const before = await verifies(gateways);
       expect((await useKey(guessed, key)).status).toBe(200);
+      expect((await verifies(gateways)) - before).toBe(0);
       expect(origin.receivedAt(EVENTS_PATH)).toHaveLength(2);
     });
   });

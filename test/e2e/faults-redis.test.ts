@@ -1,15 +1,18 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { GatewayProcess } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request, type JsonResponse } from '../support/http.ts';
 import { startOrigin, type Origin } from '../support/origin.ts';
 import { privateRedis, redisServerAvailable, type PrivateRedis } from '../support/redis-server.ts';
 import { metric, readyz, startReplicas, useKey, waitForRedis } from '../support/replicas.ts';
 import { createTestDatabase, postgresUrl, type TestDatabase } from '../support/services.ts';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
 
 interface Deployment {
   database: TestDatabase;
   redis: PrivateRedis;
+  /** Between the replicas and Redis, when asked for: it can hold Redis's answers back. */
+  relay: TcpProxy | undefined;
   origin: Origin;
   replicas: GatewayProcess[];
   admin: string;
@@ -21,17 +24,20 @@ interface Deployment {
 }
 
 /** `count` replicas on a fresh database and a private redis-server (started or not) that the test kills and restarts. */
-async function deploy(count: number, options: { redisRunning: boolean }): Promise<Deployment> {
+async function deploy(count: number, options: { redisRunning: boolean; relay?: boolean }): Promise<Deployment> {
   const database = await createTestDatabase();
   const redis = await privateRedis();
   if (options.redisRunning) await redis.start();
+  const relay = options.relay === true ? await startTcpProxy({ host: '127.0.0.1', port: redis.port }) : undefined;
   const origin = await startOrigin();
-  const env = { DATABASE_URL: database.url, REDIS_URL: redis.url, UPSTREAM_URL: origin.url, LOG_LEVEL: 'error' };
+  const redisUrl = relay === undefined ? redis.url : `redis://127.0.0.1:${relay.port}`;
+  const env = { DATABASE_URL: database.url, REDIS_URL: redisUrl, UPSTREAM_URL: origin.url, LOG_LEVEL: 'error' };
   const replicas = await startReplicas(count, env);
   const admin = await loginAdmin(replicas[0]!.url);
   return {
     database,
     redis,
+    relay,
     origin,
     replicas,
     admin,
@@ -45,6 +51,7 @@ async function deploy(count: number, options: { redisRunning: boolean }): Promis
     async close() {
       await Promise.all(replicas.map((replica) => replica.stop()));
       await origin.close();
+      await relay?.close();
       await redis.kill();
       await database.drop();
     },
@@ -236,5 +243,133 @@ describeWithServices('fault: a replica killed with SIGKILL mid-revoke', () => {
     // No 204 was given, so nothing was promised; the admin retries, and that answer holds everywhere.
     expect((await d.revoke(id, b)).status).toBe(204);
     await expectRefusedEverywhere([a, b], key);
+  });
+});
+
+/** A key limited far above what the test sends: every refusal would be a limit applied below its figure. */
+const GENEROUS_LIMIT = { requests: 100_000, per_seconds: 60 };
+
+async function limitedKey(d: Deployment, name: string, rateLimit: { requests: number; per_seconds: number }): Promise<string> {
+  const response = await createKey(d.replicas[0]!.url, d.admin, { name, scopes: ['events:write'], rate_limit: rateLimit });
+  expect(response.status, response.text).toBe(201);
+  return response.body.key as string;
+}
+
+const fallbacks = async (replicas: GatewayProcess[]) => Promise.all(replicas.map((replica) => metric(replica, 'gatehouse_rate_limit_fallback_total')));
+
+/** Each replica sending with `key`, one request after another, until stopped; every answer kept. */
+function steadyTraffic(replicas: GatewayProcess[], key: string) {
+  const answers = replicas.map(() => [] as string[]);
+  let running = true;
+  const senders = replicas.map(async (replica, index) => {
+    while (running) {
+      const use = await useKey(replica, key);
+      answers[index]!.push(use.status === 200 ? '200' : `${use.status} ${use.code}`);
+    }
+  });
+  return {
+    answers,
+    count: () => answers.reduce((sum, each) => sum + each.length, 0),
+    stop: async () => {
+      running = false;
+      await Promise.all(senders);
+    },
+  };
+}
+
+/** Shared again: a limit of 10 a minute used on every replica admits 10 in all, not 10 on each. */
+async function expectSharedCount(d: Deployment, name: string): Promise<void> {
+  const key = await limitedKey(d, name, { requests: 10, per_seconds: 60 });
+  const uses = [];
+  for (let i = 0; i < 30; i++) uses.push(await useKey(d.replicas[i % d.replicas.length]!, key));
+  expect(uses.filter(({ status }) => status === 200)).toHaveLength(10);
+  expect(uses.filter(({ status }) => status !== 200).every(({ status, code }) => status === 429 && code === 'rate_limited')).toBe(true);
+}
+
+describeWithServices('fault: Redis hung (SIGSTOP), then running again (SIGCONT)', () => {
+  let d: Deployment;
+  beforeAll(async () => {
+    d = await deploy(2, { redisRunning: true });
+    await waitForRedis(d.replicas, 'ok');
+  }, 120_000);
+  afterAll(async () => {
+    d?.redis.resume();
+    await d?.close();
+  });
+
+  it('a rate-limited key is never refused below its limit: each replica counts alone, counted as fallback; a change is not confirmed; shared again after', { timeout: 120_000 }, async () => {
+    const key = await limitedKey(d, 'limited, hung Redis', GENEROUS_LIMIT);
+    const revoked = await d.create('revoked while Redis is hung');
+    for (const replica of d.replicas) expect((await useKey(replica, key)).status).toBe(200);
+    const fallbacksBefore = await fallbacks(d.replicas);
+    const traffic = steadyTraffic(d.replicas, key);
+    try {
+      await vi.waitFor(() => expect(traffic.count()).toBeGreaterThan(20), { timeout: 30_000 });
+      d.redis.pause();
+      const atPause = traffic.answers.map((each) => each.length);
+      // Answers keep coming on every replica, each counted by that replica alone.
+      await vi.waitFor(
+        async () => {
+          expect(traffic.answers.map((each, i) => each.length - atPause[i]!).every((count) => count >= 20)).toBe(true);
+          const now = await fallbacks(d.replicas);
+          expect(now.every((count, i) => count > fallbacksBefore[i]!)).toBe(true);
+        },
+        { timeout: 60_000, interval: 100 },
+      );
+      await waitForRedis(d.replicas, 'degraded', 30_000);
+      // A change that cannot be confirmed through Redis is not: stored, refused everywhere, answered 503.
+      const deleted = await d.revoke(revoked.id, d.replicas[0]!);
+      expect([deleted.status, deleted.body.code]).toEqual([503, 'store_unavailable']);
+      await expectRefusedEverywhere(d.replicas, revoked.key);
+    } finally {
+      d.redis.resume();
+    }
+    await waitForRedis(d.replicas, 'ok', 30_000);
+    await traffic.stop();
+    expect(traffic.answers.flat().filter((answer) => answer !== '200')).toEqual([]);
+    // Shared again: no request is counted alone any more, and a small limit holds across both replicas.
+    const afterRecovery = await fallbacks(d.replicas);
+    for (const replica of d.replicas) expect((await useKey(replica, key)).status).toBe(200);
+    expect(await fallbacks(d.replicas)).toEqual(afterRecovery);
+    await expectSharedCount(d, 'shared after SIGCONT');
+    await expectNoFailOpen(d.replicas);
+  });
+});
+
+describeWithServices('fault: Redis answering later than REDIS_COMMAND_TIMEOUT', () => {
+  let d: Deployment;
+  beforeAll(async () => {
+    d = await deploy(2, { redisRunning: true, relay: true });
+    await waitForRedis(d.replicas, 'ok');
+  }, 120_000);
+  afterAll(() => d?.close());
+
+  it('is down: a rate-limited key is served, counted alone and as fallback; once Redis answers in time, shared again', { timeout: 120_000 }, async () => {
+    const key = await limitedKey(d, 'limited, late Redis', GENEROUS_LIMIT);
+    for (const replica of d.replicas) expect((await useKey(replica, key)).status).toBe(200);
+    const fallbacksBefore = await fallbacks(d.replicas);
+    const traffic = steadyTraffic(d.replicas, key);
+    try {
+      await vi.waitFor(() => expect(traffic.count()).toBeGreaterThan(20), { timeout: 30_000 });
+      // Three times the default timeout of 500 ms: every answer, the ready check's too, comes too late.
+      d.relay!.delayReplies(1_500);
+      const atDelay = traffic.count();
+      await vi.waitFor(
+        async () => {
+          expect(traffic.count() - atDelay).toBeGreaterThan(40);
+          const now = await fallbacks(d.replicas);
+          expect(now.every((count, i) => count > fallbacksBefore[i]!)).toBe(true);
+        },
+        { timeout: 60_000, interval: 100 },
+      );
+      await waitForRedis(d.replicas, 'degraded', 30_000);
+    } finally {
+      d.relay!.delayReplies(0);
+    }
+    await waitForRedis(d.replicas, 'ok', 30_000);
+    await traffic.stop();
+    expect(traffic.answers.flat().filter((answer) => answer !== '200')).toEqual([]);
+    await expectSharedCount(d, 'shared once Redis answers in time');
+    await expectNoFailOpen(d.replicas);
   });
 });

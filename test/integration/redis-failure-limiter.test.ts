@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { closeRedisConnection, createRedisConnection } from '../../src/redis/connection.ts';
 import { RedisFailureLimiter } from '../../src/redis/failure-limiter.ts';
 import { freePort } from '../support/gateway-process.ts';
+import { privateRedis, redisServerAvailable, type PrivateRedis } from '../support/redis-server.ts';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
 import { describeWithRedis, redisUrl } from '../support/services.ts';
 
 async function ready(redis: Redis): Promise<void> {
@@ -123,13 +125,95 @@ describeWithRedis('RedisFailureLimiter', () => {
     }
   });
 
-  it('refuses an attempt whose reservation was answered too late, rather than allowing `limit` per replica', async () => {
-    // What ioredis does when the answer arrives after commandTimeout (an event loop busy with the burst itself).
-    const late = { eval: () => Promise.reject(new Error('Command timed out')), del: () => Promise.resolve(0) } as unknown as Redis;
-    const slow = limiter(late, { limit: 3, onError: () => {} });
+});
+
+/** A command timeout short enough for quick tests; the gateway's default is 500 ms. */
+const TIMEOUT_MS = 200;
+
+describe.skipIf(!redisServerAvailable())('RedisFailureLimiter, its Redis hung or late (a redis-server of its own)', () => {
+  let redis: PrivateRedis;
+  let relay: TcpProxy;
+  const connections: Redis[] = [];
+  const connect = (port: number, name: string) => {
+    const connection = createRedisConnection(`redis://127.0.0.1:${port}`, { name, commandTimeoutMs: TIMEOUT_MS });
+    connections.push(connection);
+    return connection;
+  };
+  const limiter = (connection: Redis, limit = 3, onError: (error: unknown) => void = () => {}) =>
+    new RedisFailureLimiter({ redis: connection, name: 'login', limit, windowMs: 60_000, onError });
+  const whenReady = (...all: Redis[]) => vi.waitFor(() => expect(all.map(({ status }) => status)).toEqual(all.map(() => 'ready')), { timeout: 15_000, interval: 20 });
+
+  beforeAll(async () => {
+    redis = await privateRedis();
+    await redis.start();
+    relay = await startTcpProxy({ host: '127.0.0.1', port: redis.port });
+  });
+  afterAll(async () => {
+    redis.resume();
+    await Promise.all(connections.map((connection) => closeRedisConnection(connection)));
+    await relay.close();
+    await redis.kill();
+  });
+
+  it('a stopped Redis (SIGSTOP) is down: every call answers from its own counts, and the count is shared again after SIGCONT', { timeout: 60_000 }, async () => {
+    const a = connect(redis.port, 'test:hung-a');
+    const b = connect(redis.port, 'test:hung-b');
+    await whenReady(a, b);
+    const [one, two] = [limiter(a), limiter(b)];
+    redis.pause();
+    try {
+      // A burst while Redis is hung: every call answers, and this replica's own count bounds it.
+      const waits = await Promise.all(Array.from({ length: 50 }, () => one.reserve(['email:hung@example.test'])));
+      expect(waits.filter((wait) => wait === 0)).toHaveLength(3);
+      expect(await one.blockedFor('email:hung@example.test')).toBeGreaterThan(0);
+      // The connection was dropped as dead: later calls do not wait on it.
+      await vi.waitFor(() => expect(a.status).not.toBe('ready'), { timeout: 10_000, interval: 20 });
+      // The other replica saw none of it and Redis cannot tell it: its own count alone, at the full limit.
+      expect(await two.reserve(['email:other@example.test'])).toBe(0);
+    } finally {
+      redis.resume();
+    }
+    await whenReady(a, b);
+    await Promise.all([0, 1].map((i) => one.recordFailure(`email:after-${i}@example.test`)));
+    for (let i = 0; i < 3; i++) await one.recordFailure('email:after@example.test');
+    // Shared again: the other replica's memory never saw these failures.
+    expect(await two.blockedFor('email:after@example.test')).toBeGreaterThan(0);
+  });
+
+  it('an event loop busy for longer than the timeout does not take a Redis that answered for down', async () => {
+    const busy = connect(redis.port, 'test:busy');
+    await whenReady(busy);
+    const errors: unknown[] = [];
+    const pending = limiter(busy, 3, (error) => errors.push(error)).reserve(['email:busy@example.test']);
+    // Redis answers at once; this process reads the answer only after the loop is free again.
+    const until = performance.now() + TIMEOUT_MS * 2;
+    while (performance.now() < until) {
+      // Blocking on purpose: the burst a limiter exists for does this to its event loop.
+    }
+    expect(await pending).toBe(0);
+    // Its answer was taken, not given up on: no error, the connection kept.
+    expect(errors).toEqual([]);
+    expect(busy.status).toBe('ready');
+    // Counted in Redis, not only here: a replica that never saw it finds the subject at a limit of 1.
+    const other = connect(redis.port, 'test:busy-other');
+    await whenReady(other);
+    expect(await limiter(other, 1).blockedFor('email:busy@example.test')).toBeGreaterThan(0);
+  });
+
+  it('a Redis that answers later than the command timeout (a delaying relay) is down too, and up again once it answers in time', { timeout: 60_000 }, async () => {
+    const late = connect(relay.port, 'test:late');
+    const direct = connect(redis.port, 'test:direct');
+    await whenReady(late, direct);
+    const slow = limiter(late);
+    relay.delayReplies(TIMEOUT_MS * 3);
     const waits = await Promise.all(Array.from({ length: 20 }, () => slow.reserve(['email:late@example.test'])));
-    expect(waits.filter((wait) => wait === 0)).toEqual([]);
-    // The local count was given back: nothing is known to have failed, the next attempt is asked about again.
-    expect(await slow.reserve(['email:late@example.test'])).toBe(1);
+    expect(waits.filter((wait) => wait === 0)).toHaveLength(3);
+    await vi.waitFor(() => expect(late.status).not.toBe('ready'), { timeout: 10_000, interval: 20 });
+    // A reconnection whose ready check is answered late does not count as up.
+    expect(late.status).not.toBe('ready');
+    relay.delayReplies(0);
+    await whenReady(late);
+    for (let i = 0; i < 3; i++) await slow.recordFailure('email:late-after@example.test');
+    expect(await limiter(direct).blockedFor('email:late-after@example.test')).toBeGreaterThan(0);
   });
 });

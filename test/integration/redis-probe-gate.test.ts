@@ -19,7 +19,7 @@ describeWithRedis('RedisProbeGate', () => {
   let a: Redis;
   let b: Redis;
   const gate = (redis: Redis, intervalMs = 60_000) =>
-    new RedisProbeGate({ redis, name: 'key_prefix', intervalMs, waitMemoryMs: WAIT_MEMORY_INTERVALS * intervalMs, prefix, onError: () => {} });
+    new RedisProbeGate({ redis, name: 'key_prefix', intervalMs, waitMemoryMs: WAIT_MEMORY_INTERVALS * intervalMs, maxClaimants: MAX_CLAIMANTS, prefix, onError: () => {} });
 
   beforeAll(async () => {
     // Two connections: two replicas.
@@ -45,12 +45,42 @@ describeWithRedis('RedisProbeGate', () => {
       },
       (claimant, index) => replicas[index % 2]!.tryPass(subject, claimant),
     );
-    // One hash per subject: the slot and at most MAX_CLAIMANTS claimants, expiring on its own.
-    const [key] = await a.keys(`${prefix}probe:key_prefix:*`);
-    expect(key).toBeDefined();
-    expect(await a.hlen(key!)).toBeLessThanOrEqual(MAX_CLAIMANTS + 1);
-    expect(await a.pttl(key!)).toBeGreaterThan(0);
-    await a.del(key!);
+    // One subject's keys, in one hash slot, at most MAX_CLAIMANTS claimants, expiring on their own.
+    const keys = await a.keys(`${prefix}probe:key_prefix:*`);
+    expect(new Set(keys.map((key) => key.slice(0, key.lastIndexOf(':')))).size).toBe(1);
+    expect(keys.every((key) => /\{[\w-]+\}:[a-z]+$/.test(key))).toBe(true);
+    const active = keys.find((key) => key.endsWith(':active'))!;
+    expect(await a.zcard(active)).toBeLessThanOrEqual(MAX_CLAIMANTS);
+    for (const key of keys) expect(await a.pttl(key)).toBeGreaterThan(0);
+    await a.del(...keys);
+  });
+
+  it('a newcomer behind 100 flooding addresses on two replicas has the first free slot after it asked; the flood one a second', { timeout: 30_000 }, async () => {
+    const intervalMs = 400;
+    const many = (redis: Redis) => new RedisProbeGate({ redis, name: 'key_prefix', intervalMs, waitMemoryMs: WAIT_MEMORY_INTERVALS * intervalMs, prefix });
+    const wide = [many(a), many(b)];
+    const subject = `ghk_${randomBytes(4).toString('hex')}`;
+    const passes: { at: number; claimant: string }[] = [];
+    const ask = async (claimant: string, replica: number) => {
+      if (await wide[replica]!.tryPass(subject, claimant)) passes.push({ at: performance.now(), claimant });
+    };
+    const started = performance.now();
+    let newcomerAskedAt = Infinity;
+    let round = 0;
+    // Rounds of all 100 addresses, half on each replica, until the newcomer has passed (or 20 intervals).
+    while (!passes.some(({ claimant }) => claimant === 'newcomer') && performance.now() - started < 20 * intervalMs) {
+      await Promise.all(Array.from({ length: 100 }, (_, i) => ask(`10.1.0.${i}`, i % 2)));
+      const elapsed = performance.now() - started;
+      if (elapsed > 3 * intervalMs && round++ % 4 === 0) {
+        newcomerAskedAt = Math.min(newcomerAskedAt, performance.now());
+        await ask('newcomer', round % 2);
+      }
+    }
+    const served = passes.findIndex(({ claimant }) => claimant === 'newcomer');
+    expect(served, passes.map(({ claimant }) => claimant).join()).toBeGreaterThan(0);
+    // No pass went to the flood between the newcomer's first try and its own.
+    expect(passes[served - 1]!.at).toBeLessThan(newcomerAskedAt);
+    expect(passes.length).toBeLessThanOrEqual(Math.ceil((performance.now() - started) / intervalMs) + 1);
   });
 
   it('lets one attempt per subject through per interval across replicas, however many ask at once', async () => {
@@ -61,13 +91,19 @@ describeWithRedis('RedisProbeGate', () => {
   });
 
   it('stores no address and no subject in the clear', async () => {
-    expect(await gate(a).tryPass('ghk_cleartext', '192.0.2.77')).toBe(true);
+    const one = gate(a);
+    expect(await one.tryPass('ghk_cleartext', '192.0.2.77')).toBe(true);
+    expect(await one.tryPass('ghk_cleartext', '192.0.2.78')).toBe(false);
     const keys = await a.keys(`${prefix}*`);
     expect(keys.some((key) => key.includes('ghk_cleartext'))).toBe(false);
-    for (const key of keys) expect((await a.hkeys(key)).some((field) => field.includes('192.0.2.77'))).toBe(false);
+    for (const key of keys) {
+      const fields = (await a.type(key)) === 'hash' ? await a.hkeys(key) : await a.zrange(key, '0', '-1');
+      expect(fields.length).toBeGreaterThan(0);
+      expect(fields.some((field) => field.includes('192.0.2.7'))).toBe(false);
+    }
   });
 
-  it('with Redis away, each replica lets one through per interval on its own, in turns; a late answer lets none through', async () => {
+  it('with Redis away or too slow (the same: down), each replica lets one through per interval on its own', async () => {
     const dead = createRedisConnection(`redis://127.0.0.1:${await freePort()}`, { name: 'test:probe-dead' });
     try {
       const offline = gate(dead);
@@ -75,7 +111,8 @@ describeWithRedis('RedisProbeGate', () => {
     } finally {
       dead.disconnect();
     }
-    const late = { eval: () => Promise.reject(new Error('Command timed out')) } as unknown as Redis;
-    expect(await gate(late).tryPass('ghk_late', 'A')).toBe(false);
+    const late = { status: 'ready', eval: () => Promise.reject(new Error('Command timed out')) } as unknown as Redis;
+    const slow = gate(late);
+    expect([await slow.tryPass('ghk_late', 'A'), await slow.tryPass('ghk_late', 'B')]).toEqual([true, false]);
   });
 });

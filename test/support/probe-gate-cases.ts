@@ -1,13 +1,14 @@
 /**
  * The probe gate's rule as a table (docs/security.md, "Guesses behind a real key's prefix"),
  * run against MemoryProbeGate with a frozen clock and against the Redis script in real time.
- * Times are in probe intervals; the wait memory is 3 intervals. Steps keep clear of the
+ * Times are in probe intervals; the wait memory is 3 intervals, MAX_CLAIMANTS claimants are remembered. Steps keep clear of the
  * moments a slot or a wait ends, so that a real clock's jitter cannot change an answer.
  */
 import { expect } from 'vitest';
 
 export const WAIT_MEMORY_INTERVALS = 3;
-export const MAX_CLAIMANTS = 64;
+/** Claimants remembered per subject in these cases (the gates are given it). */
+export const MAX_CLAIMANTS = 16;
 
 export interface ProbeStep {
   at: number;
@@ -20,7 +21,7 @@ export interface ProbeCase {
   name: string;
   steps: ProbeStep[];
   /** Who passed, in order, when the steps' own answers are not pinned. */
-  passers?: (passers: string[]) => void;
+  passers?: (passers: string[], passes: { claimant: string; at: number }[]) => void;
 }
 
 /** `claimant` asking every `every` intervals, from `from` until before `to`. */
@@ -80,18 +81,47 @@ export const PROBE_CASES: ProbeCase[] = [
     ],
   },
   {
-    name: `at most ${MAX_CLAIMANTS} claimants per subject: past that, a newcomer is refused while all of them wait`,
+    name: 'the newest address has the free slot, except every third slot, which goes to the oldest waiting',
     steps: [
-      step(0, claimant(0), true),
-      ...Array.from({ length: MAX_CLAIMANTS - 1 }, (_, i) => step(0.2, claimant(i + 1), false)),
-      // Tracked in place of claimant 0, which passed and is not waiting.
-      step(0.3, claimant(MAX_CLAIMANTS), false),
-      // All 64 tracked are waiting: not tracked, refused even when the slot is free.
-      step(0.4, claimant(MAX_CLAIMANTS + 1), false),
-      step(1.2, claimant(MAX_CLAIMANTS + 1), false),
-      // Claimant 64 was refused after claimants 1–63, which were first to wait.
-      step(1.25, claimant(MAX_CLAIMANTS), false),
-      step(1.3, claimant(1), true),
+      step(0, 'A', true),
+      step(0.5, 'O', false),
+      step(0.9, 'F1', false),
+      // F1 is new since the last pass, which the newest rule gave: once more the newest's.
+      step(1.05, 'A', false),
+      step(1.1, 'F1', true),
+      step(1.5, 'O', false),
+      step(2.0, 'F2', false),
+      // Two passes in a row by the newest rule: this one is the oldest waiting's, not F2's.
+      step(2.2, 'F2', false),
+      step(2.3, 'O', true),
+      step(3.0, 'F3', false),
+      step(3.4, 'F3', true),
+    ],
+  },
+  {
+    name: 'a newcomer behind a flood from many addresses passes at the first free slot after it asked',
+    steps: [
+      ...Array.from({ length: 10 }, (_, i) => flood(claimant(i), i * 0.02, 6, 0.25)).flat(),
+      ...[3.13, 4.13, 5.13].map((at) => ({ at, claimant: 'N' })),
+    ].sort((x, y) => x.at - y.at),
+    passers: (passers, passes) => {
+      // Between N's first try and its pass, nobody passed: the first free slot was N's.
+      const served = passes.findIndex(({ claimant: who }) => who === 'N');
+      expect(served, passers.join()).toBeGreaterThan(0);
+      expect(passes[served - 1]!.at, passers.join()).toBeLessThan(3.13);
+      expect(passes.filter(({ claimant: who }) => who === 'N')).toHaveLength(1);
+    },
+  },
+  {
+    name: `past ${MAX_CLAIMANTS} claimants the least recently active is forgotten: back, it counts as new`,
+    steps: [
+      step(0, 'A', true),
+      ...Array.from({ length: MAX_CLAIMANTS - 1 }, (_, i) => step(0.2 + i * 0.01, claimant(i + 1), false)),
+      step(0.5, 'A', false),
+      // Claimant 1, the least recently active, is forgotten for E.
+      step(0.6, 'E', false),
+      // Claimant 1 again: new, so the newest, although it first asked before the others and E.
+      step(1.2, claimant(1), true),
     ],
   },
 ];
@@ -106,11 +136,15 @@ export async function runProbeCase(
   ask: (claimant: string, index: number) => Promise<boolean>,
 ): Promise<void> {
   const passers: string[] = [];
+  const passed: { claimant: string; at: number }[] = [];
   for (const [index, { at, claimant: who, passes }] of testCase.steps.entries()) {
     await waitUntil(at);
-    const passed = await ask(who, index);
-    if (passes !== undefined) expect(passed, `${who} at ${at}`).toEqual(passes);
-    if (passed) passers.push(who);
+    const answer = await ask(who, index);
+    if (passes !== undefined) expect(answer, `${who} at ${at}`).toEqual(passes);
+    if (answer) {
+      passers.push(who);
+      passed.push({ claimant: who, at });
+    }
   }
-  testCase.passers?.(passers);
+  testCase.passers?.(passers, passed);
 }

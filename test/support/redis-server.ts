@@ -29,6 +29,10 @@ export interface PrivateRedis {
   start(): Promise<void>;
   /** SIGKILL, and wait until the port is closed. */
   kill(): Promise<void>;
+  /** SIGSTOP: the process hangs, its connections stay open and unanswered (a hung or partitioned Redis). */
+  pause(): void;
+  /** SIGCONT after `pause`. */
+  resume(): void;
   readonly running: boolean;
 }
 
@@ -57,8 +61,15 @@ export async function privateRedis(port?: number): Promise<PrivateRedis> {
       }
     },
     async kill() {
+      // A stopped process takes SIGKILL as well.
       if (child !== undefined && server.running) child.kill('SIGKILL');
       await exited;
+    },
+    pause() {
+      if (child !== undefined && server.running) child.kill('SIGSTOP');
+    },
+    resume() {
+      if (child !== undefined && server.running) child.kill('SIGCONT');
     },
   };
   return server;

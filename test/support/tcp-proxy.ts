@@ -15,6 +15,8 @@ export interface TcpProxy {
   hold(): void;
   /** Relays the held connections and every new one again. */
   release(): void;
+  /** Holds every byte from the target this long before passing it on, in order (0: at once): a server that answers late. */
+  delayReplies(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -23,6 +25,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   const sockets = new Set<Socket>();
   let server: Server | undefined;
   let held: Socket[] | undefined;
+  let replyDelayMs = 0;
 
   const relay = (client: Socket) => {
     const upstream = createConnection(target);
@@ -35,7 +38,17 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       });
     }
     client.pipe(upstream);
-    upstream.pipe(client);
+    // Each chunk waits for those before it, so a delay changed midway never reorders bytes.
+    let tail = Promise.resolve();
+    upstream.on('data', (chunk: Buffer) => {
+      const due = performance.now() + replyDelayMs;
+      tail = tail
+        .then(() => new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now()))))
+        .then(() => {
+          if (!client.destroyed) client.write(chunk);
+        });
+    });
+    upstream.on('end', () => void tail.then(() => client.end()));
   };
 
   const listen = () =>
@@ -74,5 +87,13 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     for (const client of waiting) if (!client.destroyed) relay(client);
   };
 
-  return { port, cut, restore: () => (server === undefined ? listen() : Promise.resolve()), hold, release, close: cut };
+  return {
+    port,
+    cut,
+    restore: () => (server === undefined ? listen() : Promise.resolve()),
+    hold,
+    release,
+    delayReplies: (ms) => void (replyDelayMs = ms),
+    close: cut,
+  };
 }

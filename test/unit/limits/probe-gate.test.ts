@@ -35,23 +35,26 @@ describe('MemoryProbeGate', () => {
     expect([gate.tryPassSync('a', 'A'), gate.tryPassSync('a', 'B')]).toEqual([false, true]);
   });
 
-  it('refuses a claimant it cannot track, even one that would have the turn, while all it tracks are waiting', () => {
+  it('a newcomer behind a flood from a thousand addresses passes at the first free slot, and the flood at one a second', () => {
     let now = ORIGIN;
-    const gate = new MemoryProbeGate({ intervalMs: INTERVAL_MS, maxClaimants: 2, now: () => now });
-    const at = (ms: number) => (now = ORIGIN + ms);
-    const ask = (ms: number, claimant: string) => (at(ms), gate.tryPassSync('a', claimant));
-    // A and B both pass once, then both wait again.
-    expect([ask(0, 'A'), ask(100, 'B'), ask(500, 'A'), ask(1100, 'B'), ask(1500, 'B'), ask(2200, 'A'), ask(2500, 'A')]).toEqual([
-      true,
-      false,
-      false,
-      true,
-      false,
-      true,
-      false,
-    ]);
-    // C never passed, so tracked it would have the free slot; it is not, so it is refused, and B (passed longest ago) has it.
-    expect([ask(3300, 'C'), ask(3400, 'B')]).toEqual([false, true]);
+    const gate = new MemoryProbeGate({ intervalMs: INTERVAL_MS, now: () => now });
+    const passes: { at: number; claimant: string }[] = [];
+    const ask = (claimant: string) => {
+      if (gate.tryPassSync('a', claimant)) passes.push({ at: now - ORIGIN, claimant });
+    };
+    // Every address asks every 100 ms; the newcomer first at 5,050 ms, then after each Retry-After.
+    for (let ms = 0; ms < 8_000; ms += 10) {
+      now = ORIGIN + ms;
+      for (let address = ms % 100; address < 1_000; address += 10) ask(`10.0.${address >> 8}.${address & 255}`);
+      if (ms >= 5_050 && (ms - 5_050) % 1_000 === 0) ask('192.0.2.1');
+    }
+    const served = passes.findIndex(({ claimant }) => claimant === '192.0.2.1');
+    expect(served).toBeGreaterThan(0);
+    // The first pass after it first asked is its own.
+    expect(passes[served - 1]!.at).toBeLessThan(5_050);
+    // One a second, never more.
+    for (let i = 1; i < passes.length; i++) expect(passes[i]!.at - passes[i - 1]!.at).toBeGreaterThanOrEqual(INTERVAL_MS);
+    expect(passes.length).toBeGreaterThanOrEqual(7);
   });
 
   it('is bounded: past maxSubjects the least recent subject is forgotten', () => {
