@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseDurationMs, parseDurationSeconds } from './duration.ts';
 import { readRateLimit, withinBounds } from './rate-limit.ts';
+import { isReservedPath } from './reserved-paths.ts';
 
 /** Licensed features a deployment may enable (docs/api-keys.md, "Decisions where the spec is silent": licensed-feature scopes). */
 export const LICENSED_FEATURES = ['events', 'recall', 'custom_tools', 'orchestrate'] as const;
@@ -36,6 +37,8 @@ export const DEFAULTS = {
 const port = z.coerce.number().int().min(0).max(65_535);
 const positiveInt = z.coerce.number().int().positive();
 const path = z.string().regex(/^\/[A-Za-z0-9._~\-/]*$/, 'must be an absolute path of plain characters');
+/** A path the MCP endpoint is served on: never one the gateway keeps for itself (docs/security.md, "Reserved paths"). */
+const mcpPath = path.refine((value) => !isReservedPath(value), 'lies under a path reserved for the gateway, so it would never be reached');
 const url = (protocols: string[]) =>
   z.string().refine((value) => {
     try {
@@ -121,9 +124,9 @@ export const envSchema = z.object({
   JWT_SECRET: optional(z.string().min(32, 'must be at least 32 characters')),
   LICENSE_API_KEYS: optional(z.coerce.number().int().min(0)),
   LICENSE_FEATURES: featureList.prefault(''),
-  MCP_PATH: path.default(DEFAULTS.MCP_PATH),
-  MCP_SSE_PATH: optional(path),
-  MCP_MESSAGES_PATH: optional(path),
+  MCP_PATH: mcpPath.default(DEFAULTS.MCP_PATH),
+  MCP_SSE_PATH: optional(mcpPath),
+  MCP_MESSAGES_PATH: optional(mcpPath),
   /** Browser origins allowed on the MCP paths; a request with any other `Origin` is 403 (DNS rebinding). */
   MCP_ALLOWED_ORIGINS: originList.prefault(''),
   FORWARD_AUTHORIZATION: bool.default(false),

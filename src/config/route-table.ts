@@ -1,4 +1,5 @@
 import type { McpTable } from './mcp-table.ts';
+import { isReservedPath } from './reserved-paths.ts';
 import { parsePattern, type PathSegment } from './route-pattern.ts';
 import type { Checked, Problem, RouteRef } from './table-file.ts';
 import { MCP_PREFIX, type RouteEntry, type RoutesFile } from './table-schemas.ts';
@@ -123,6 +124,9 @@ function compileRoute(raw: RouteEntry, index: number, context: RouteContext): { 
     at('path', pattern.problem + shown);
     return undefined;
   }
+  if (isReservedPath(literalPrefix(pattern.segments))) {
+    at('path', `lies under a path reserved for the gateway, so it would never be reached${shown}`);
+  }
   if (raw.agent_param !== undefined && !pattern.segments.some((s) => s.kind === 'param' && s.name === raw.agent_param)) {
     at('agent_param', `"${raw.agent_param}" is not a {parameter} of the path`);
   }
@@ -174,6 +178,16 @@ function checkLegacyPair(routes: readonly Placed[], problems: Problem[]): void {
   } else if (messages && !sse) {
     problems.push({ route: messages.ref, field: 'mcp', message: 'a messages route needs an sse route: set MCP_SSE_PATH too' });
   }
+}
+
+/** The literal segments before the first parameter: every path the pattern matches starts with them. */
+function literalPrefix(segments: readonly PathSegment[]): string {
+  const literals: string[] = [];
+  for (const segment of segments) {
+    if (segment.kind !== 'literal') break;
+    literals.push(segment.value);
+  }
+  return `/${literals.join('/')}`;
 }
 
 /** Replaces `${VAR}`; `path: undefined` when a variable is unset (the route is dropped). */

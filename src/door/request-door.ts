@@ -1,6 +1,7 @@
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
+import { isReservedPath } from '../config/reserved-paths.ts';
 import { GatewayError } from '../errors/gateway-error.ts';
 import { sendError } from '../http/error-handler.ts';
 import { isLingering } from '../http/lingering-close.ts';
@@ -14,7 +15,6 @@ import { tooLarge, type Forwarder } from '../proxy/forward.ts';
 import { assertSingleHeaders } from '../proxy/raw-headers.ts';
 import { parseRequestTarget } from '../proxy/request-target.ts';
 import type { OwnEndpoints } from './own-endpoints.ts';
-import { isReservedPath } from './reserved-paths.ts';
 
 export interface RequestDoorDeps {
   /** The paths fastify serves itself (login, key management, audit, OpenAPI, `/docs`). */
@@ -34,7 +34,7 @@ export interface RequestDoorDeps {
 /**
  * The one door (docs/architecture.md, "One door"): the public server's request and upgrade
  * listener, on every address it listens on. Every request that is not for one of the
- * gateway's own endpoints or reserved paths (`reserved-paths.ts`) is decided here, by the one
+ * gateway's own endpoints or reserved paths (`config/reserved-paths.ts`) is decided here, by the one
  * pipeline, and forwarded from here — MCP paths by their handler, everything else by the
  * forwarder, WebSocket upgrades tunnelled.
  * Fastify serves only the gateway's own endpoints and forwards nothing. A refusal and a failure

@@ -19,8 +19,8 @@ describe('attack: the reserved paths, spelt another way, are never forwarded', (
   let port: number;
 
   beforeAll(async () => {
-    // An MCP path set beneath a reserved path is reserved all the same.
-    f = await startProxyFixture({ MCP_PATH: '/api/v1/auth/mcp' });
+    // An MCP path beneath a reserved path is refused at start (test/e2e/startup.test.ts).
+    f = await startProxyFixture();
     port = f.port;
     ({ key, id } = await f.key({ scopes: ['events:write'] }));
     // Both credentials warm, and both reach the upstream on their routes: the key on its own,
@@ -85,6 +85,16 @@ describe('attack: the reserved paths, spelt another way, are never forwarded', (
     ['a double slash inside', () => `/api/v1//api-keys/${id}`],
     ['dot-dot above the root', () => `/../../api/v1/api-keys/${id}`],
     ['everything at once', () => `//API/v1/x/%2E%2e/.//Api-Keys%2F${id}/?x=1`],
+    // Review of issue 32: each of these reached the upstream (200) while escapes were read as Latin-1.
+    ['a dotless ı (upper-cases to I)', () => `/ap%C4%B1/v1/api-keys/${id}`],
+    ['a long ſ (upper-cases to S)', () => `/api/v1/api-key%C5%BF/${id}`],
+    ['a Kelvin sign for k', () => `/api/v1/api-%E2%84%AAeys/${id}`],
+    ['a fullwidth A', () => `/api/v1/%EF%BC%A1pi-keys/${id}`],
+    ['an encoded ; parameter', () => `/api%3B/v1/api-keys/${id}`],
+    ['a dot-dot with a ; parameter', () => `/api/v1/x/..;/api-keys/${id}`],
+    ['a trailing encoded tab', () => `/api/v1/api-keys%09/${id}`],
+    ['a trailing encoded space', () => `/api/v1%20/api-keys/${id}`],
+    ['a trailing encoded NUL', () => `/api/v1/api-keys%00/${id}`],
   ];
 
   it.each(revokes)('DELETE of the key with %s: 404 from the gateway, nothing forwarded, the key still works', async (_what, target) => {
@@ -143,6 +153,9 @@ describe('attack: the reserved paths, spelt another way, are never forwarded', (
     ['a dot-dot segment', '/api/v1/x/../auth/password'],
     ['encoded dot-dot', '/api/v1/auth/x/%2e%2e/password'],
     ['a double slash', '/api/v1//auth/password'],
+    ['a fullwidth ａ', '/api/v1/%EF%BD%81uth/password'],
+    ['an accent that folds into the name', '/api/v1/%C3%A0uth/password'],
+    ['a dotless ı', '/ap%C4%B1/v1/auth/password'],
   ])('a password change with %s: 404, the passwords never reach the upstream, nothing changed', async (_what, target) => {
     f.origin.clear();
     expectRefusedHere(await send('POST', target, { body: PASSWORDS }), 404, 'not_found');
@@ -177,6 +190,17 @@ describe('attack: the reserved paths, spelt another way, are never forwarded', (
     expectRefusedHere(await send(method, target, body === undefined ? {} : { body }), 404, 'not_found');
   });
 
+  // Escapes that are no UTF-8 (an overlong `/` or NUL) cannot be read one way: 400 from the gateway, never forwarded, on any path.
+  it.each([
+    ['an overlong / before the name', '/api/v1%C0%AFapi-keys/ID'],
+    ['an overlong / in a dot-dot', '/x%C0%AF..%C0%AFapi/v1/api-keys/ID'],
+    ['an overlong NUL on a path of the upstream', '/dashboard%C0%80'],
+  ])('DELETE with %s: refused by the gateway, nothing forwarded, the key still works', async (_what, target) => {
+    f.origin.clear();
+    expectRefusedHere(await send('DELETE', target.replace('ID', String(id))), 400, 'ambiguous_path');
+    await expectKeyStillWorks();
+  });
+
   it('another method on the exact path is still 405 with Allow, and still not forwarded', async () => {
     f.origin.clear();
     const response = await send('PUT', '/api/v1/auth/logout');
@@ -203,11 +227,11 @@ describe('attack: the reserved paths, spelt another way, are never forwarded', (
 
   it('a path that merely starts like a reserved one is the upstream\'s, as before', async () => {
     f.origin.clear();
-    for (const target of ['/api/v1/api-keysx', '/docsx', '/consoles', '/api/v1/authors']) {
+    for (const target of ['/api/v1/api-keysx', '/docsx', '/consoles', '/api/v1/authors', '/caf%C3%A9']) {
       const response = await send('GET', target);
       expect(response.status).toBe(200);
       expect(response.headers['x-origin']).toBe('yes');
     }
-    expect(f.origin.received.map((received) => received.url)).toEqual(['/api/v1/api-keysx', '/docsx', '/consoles', '/api/v1/authors']);
+    expect(f.origin.received.map((received) => received.url)).toEqual(['/api/v1/api-keysx', '/docsx', '/consoles', '/api/v1/authors', '/caf%C3%A9']);
   });
 });

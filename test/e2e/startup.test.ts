@@ -1,10 +1,12 @@
-import { chmodSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ADMIN_EMAIL } from '../../src/admin/bootstrap.ts';
 import { INITIAL_PASSWORD_FILE } from '../../src/admin/initial-password-file.ts';
-import { emptyDataDir, freePort, runGateway, startGateway, tempDataDir } from '../support/gateway-process.ts';
+import { emptyDataDir, freePort, REPO_ROOT, runGateway, startGateway, tempDataDir } from '../support/gateway-process.ts';
 import { createKey, loginAdmin, request } from '../support/http.ts';
 
 // Each test starts one or two gateways: generous on a loaded machine.
@@ -17,12 +19,29 @@ describe('start-up', { timeout: 120_000 }, () => {
     ['DATABASE_URL', { DATABASE_URL: 'mysql://localhost/db' }],
     ['LICENSE_API_KEYS', { LICENSE_API_KEYS: '-1' }],
     ['FORWARD_AUTHORIZATION', { FORWARD_AUTHORIZATION: 'maybe' }],
+    // Served by the gateway itself, so an MCP endpoint there would never be reached.
+    ['MCP_PATH', { MCP_PATH: '/api/v1/auth/mcp' }],
+    ['MCP_SSE_PATH', { MCP_SSE_PATH: '/docs/sse', MCP_MESSAGES_PATH: '/messages' }],
   ])('a bad %s stops the process with one line naming it', async (variable, env) => {
     const { code, output } = await runGateway({ OPS_PORT: String(await freePort()), ...env }, 60_000);
     expect(code).not.toBe(0);
     const lines = output.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^gatehouse: ${variable}: `));
+    if (variable.startsWith('MCP_')) expect(lines[0]).toBe(`gatehouse: ${variable}: lies under a path reserved for the gateway, so it would never be reached`);
+  });
+
+  it('a route under a reserved path stops the process with one line naming the route', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-routes-'));
+    const routes = parse(readFileSync(join(REPO_ROOT, 'config/routes.yaml'), 'utf8')) as { routes: unknown[] };
+    const docs = { name: 'platform_docs', path: '/docs/**', methods: ['GET'], credential: 'none' };
+    writeFileSync(join(dir, 'routes.yaml'), stringify({ ...routes, routes: [docs, ...routes.routes] }));
+    writeFileSync(join(dir, 'mcp-tools.yaml'), readFileSync(join(REPO_ROOT, 'config/mcp-tools.yaml')));
+    const { code, output } = await runGateway({ OPS_PORT: String(await freePort()), CONFIG_DIR: dir }, 60_000);
+    expect(code).not.toBe(0);
+    const lines = output.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^gatehouse: CONFIG_DIR: .*routes\.yaml: routes\[0\]\.path: lies under a path reserved for the gateway, so it would never be reached$/);
   });
 
   it('a port in use stops the process naming PORT', async () => {

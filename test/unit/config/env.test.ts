@@ -46,6 +46,11 @@ describe('environment schema', () => {
     ['ADMIN_SESSION_TTL', { ADMIN_SESSION_TTL: 'soon' }],
     ['LOG_LEVEL', { LOG_LEVEL: 'loud' }],
     ['MCP_PATH', { MCP_PATH: 'mcp' }],
+    ['MCP_PATH', { MCP_PATH: '/api/v1/auth/mcp' }],
+    ['MCP_PATH', { MCP_PATH: '/docs' }],
+    ['MCP_PATH', { MCP_PATH: '/API/V1/audit-mcp' }],
+    ['MCP_SSE_PATH', { MCP_SSE_PATH: '/console/sse', MCP_MESSAGES_PATH: '/messages' }],
+    ['MCP_MESSAGES_PATH', { MCP_SSE_PATH: '/sse', MCP_MESSAGES_PATH: '/api/v1/api-keys/messages' }],
     ['JWT_SECRET', { JWT_SECRET: 'short' }],
     ['HEADERS_TIMEOUT', { HEADERS_TIMEOUT: '0' }],
     ['REQUEST_TIMEOUT', { REQUEST_TIMEOUT: 'forever' }],
@@ -57,6 +62,12 @@ describe('environment schema', () => {
     const result = envSchema.safeParse(env);
     expect(result.success).toBe(false);
     expect(result.error!.issues[0]!.path[0]).toBe(variable);
+  });
+
+  it('says why an MCP path under a reserved path is refused', () => {
+    const result = envSchema.safeParse({ MCP_PATH: '/api/v1/auth/mcp' });
+    expect(result.error!.issues[0]!.message).toBe('lies under a path reserved for the gateway, so it would never be reached');
+    expect(envSchema.parse({ MCP_PATH: '/api/v1/authors/mcp' }).MCP_PATH).toBe('/api/v1/authors/mcp');
   });
 
   it('has the abuse bounds of the security docs', () => {

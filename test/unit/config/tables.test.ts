@@ -103,6 +103,15 @@ describe('loadTables: the shipped defaults (docs/mcp.md and docs/configuration.m
     const routes = routesWith({ name: 'assets', path: '/assets/**', methods: ['GET', 'HEAD'], credential: 'none' });
     expect(loadError({ routes })).toBe('loaded');
   });
+
+  it('accepts routes whose paths only start like a reserved one, or whose parameter may stand for one', () => {
+    const routes = routesWith(
+      { name: 'docsx', path: '/docsx/**', methods: ['GET'], credential: 'none' },
+      { name: 'authors', path: '/api/v1/authors', methods: ['GET'], credential: 'none' },
+      { name: 'kinds', path: '/api/v1/{kind}/x', methods: ['GET'], credential: 'none' },
+    );
+    expect(loadError({ routes })).toBe('loaded');
+  });
 });
 
 const ROUTES = `${ROUTES_FILE}: `;
@@ -158,6 +167,11 @@ describe('loadTables: routes.yaml errors name the file and the field', () => {
     { description: 'a route shadowed by an earlier parameter', routes: routesWith({ name: 'special', path: '/api/v1/agents/special/events', methods: ['GET'], credential: 'none' }), field: 'routes[4].path' },
     { description: 'the same path split by method, not listed together', routes: routesWith({ name: 'a', path: '/a', methods: ['GET'], credential: 'none' }, { name: 'b', path: '/b', methods: ['GET'], credential: 'none' }, { name: 'a2', path: '/a', methods: ['POST'], credential: 'admin' }), field: 'routes[6].path' },
     { description: 'the same path and method twice', routes: routesWith({ name: 'a', path: '/a', methods: ['GET', 'HEAD'], credential: 'none' }, { name: 'a2', path: '/a', methods: ['HEAD'], credential: 'admin' }), field: 'routes[5].methods' },
+    { description: 'a route under the docs, which are the gateway\'s', routes: routesWith({ name: 'x', path: '/docs/**', methods: ['GET'], credential: 'none' }), field: 'routes[4].path' },
+    { description: 'a route under the key endpoints', routes: routesWith({ name: 'x', path: '/api/v1/api-keys/{id}/x', methods: '*', credential: 'admin' }), field: 'routes[4].path' },
+    { description: 'a route under the audit prefix', routes: routesWith({ name: 'x', path: '/api/v1/audit-log', methods: ['GET'], credential: 'admin' }), field: 'routes[4].path' },
+    { description: 'a route under the console, in another case', routes: routesWith({ name: 'x', path: '/Console', methods: ['GET'], credential: 'none' }), field: 'routes[4].path' },
+    { description: 'MCP_PATH under a reserved path', routes: defaultYaml().routes, paths: { mcpPath: '/api/v1/auth/mcp' }, field: 'routes[1].path' },
     { description: 'a route after a "*" route of the same path', routes: routesWith({ name: 'a', path: '/a', methods: '*', credential: 'none' }, { name: 'a2', path: '/a', methods: ['POST'], credential: 'admin' }), field: 'routes[5].methods' },
   ];
   const badPatterns = ['a/b', '/a//b', '/a/', '/a/**/b', '/a/*', '/a/*.js', '/a/{1x}', '/a/{}', '/a/{id}/{id}', '/a/../b', '/a/./b', '/a/%2F', '/a/$x', '/a/{id', '/a/b c', '/a/{id}x', ''];

@@ -115,13 +115,13 @@ describe('compileRoutes: operator tables', () => {
     const matcher = compileRoutes(
       tablesFrom({
         routes: routesWith(
-          { name: 'docs_read', path: '/docs/**', methods: ['GET'], credential: 'none' },
-          { name: 'docs_other', path: '/docs/**', methods: '*', credential: 'admin' },
+          { name: 'guides_read', path: '/guides/**', methods: ['GET'], credential: 'none' },
+          { name: 'guides_other', path: '/guides/**', methods: '*', credential: 'admin' },
         ),
       }),
     );
-    expect(outcome(matcher.match('GET', '/docs'))).toEqual({ route: 'docs_read', params: {} });
-    expect(outcome(matcher.match('PUT', '/docs'))).toEqual({ route: 'docs_other', params: {} });
+    expect(outcome(matcher.match('GET', '/guides'))).toEqual({ route: 'guides_read', params: {} });
+    expect(outcome(matcher.match('PUT', '/guides'))).toEqual({ route: 'guides_other', params: {} });
   });
 
   it('several parameters, each a positive integer', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { comparable, isReservedPath, RESERVED_PATHS } from '../../../src/door/reserved-paths.ts';
+import { comparable, isReservedPath, RESERVED_PATHS } from '../../../src/config/reserved-paths.ts';
 
 describe('reserved paths', () => {
   it.each([
@@ -31,6 +31,26 @@ describe('reserved paths', () => {
     ['the console', '/console'],
     ['below the console', '/Console/keys/'],
     ['a malformed escape below a reserved path', '/api/v1/auth/%zz'],
+    ['a dotless ı, which upper-cases to I', '/ap%C4%B1/v1/api-keys/1'],
+    ['a long ſ, which upper-cases to S', '/api/v1/api-key%C5%BF/1'],
+    ['a fullwidth ａ', '/api/v1/%EF%BD%81uth/password'],
+    ['a Kelvin sign for k', '/api/v1/api-%E2%84%AAeys/1'],
+    ['an accent that folds into the name', '/api/v1/%C3%A0uth/password'],
+    ['a combining mark', '/api/v1/a%CC%81uth/password'],
+    ['a zero-width space', '/api/v1/a%E2%80%8Buth/password'],
+    ['a fullwidth percent sign spelling an escape', '/api/v1/%EF%BC%85%34%31uth'],
+    ['an encoded ; parameter', '/api%3B/v1/api-keys/1'],
+    ['a ; parameter', '/api;x=1/v1/api-keys/1'],
+    ['a dot-dot with a ; parameter', '/x/..;/api/v1/auth/password'],
+    ['a trailing tab', '/api/v1/auth%09/password'],
+    ['a trailing space', '/api/v1/api-keys%20/1'],
+    ['a trailing NUL', '/api/v1/auth%00/password'],
+    ['a trailing line feed', '/api/v1/auth%0A/password'],
+    ['an overlong /, which is no UTF-8', '/x%C0%AF..%C0%AFapi/v1/auth'],
+    ['an overlong NUL', '/dashboard%C0%80'],
+    ['an invalid UTF-8 byte', '/dashboard/%FF'],
+    ['an encoded surrogate', '/dashboard/%ED%A0%80'],
+    ['more rounds of encoding than are decoded', `/%${'25'.repeat(20)}41`],
   ])('%s: %s is reserved', (_what, url) => {
     expect(isReservedPath(url)).toBe(true);
   });
@@ -49,6 +69,9 @@ describe('reserved paths', () => {
     ['a reserved name in the query string only', '/dashboard?next=/api/v1/auth/logout'],
     ['an encoded query mark', '/dashboard%3F/api/v1/auth'],
     ['absolute form (refused by the door as ambiguous)', 'http://gw/api/v1/auth/logout'],
+    ['a non-ASCII path under no reserved name', '/caf%C3%A9/%E2%84%AA'],
+    ['an accent that does not fold into the name', '/api/v1/%C4%B0uth'],
+    ['a space inside a name', '/api/v1/au%20th'],
   ])('%s: %s is not reserved', (_what, url) => {
     expect(isReservedPath(url)).toBe(false);
   });
@@ -60,8 +83,14 @@ describe('reserved paths', () => {
     ['/..', '/'],
     ['/a/b/../../..', '/'],
     ['/a%zz', '/a%zz'],
+    ['/Caf%C3%A9;v=1/%EF%BC%A1%CC%81%09/', '/cafe/a'],
+    ['/a/%C5%BF%C4%B1%E2%84%AA', '/a/sik'],
   ])('%s reads as %s', (url, read) => {
     expect(comparable(url)).toBe(read);
+  });
+
+  it.each(['/x%C0%AF', '/x%C0%80', '/x%FF', '/x%E2%84', '/x%ED%A0%80'])('%s is no UTF-8: read no way at all', (url) => {
+    expect(comparable(url)).toBeUndefined();
   });
 
   it('lists each reserved path in the form it is compared in', () => {
