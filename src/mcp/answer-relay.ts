@@ -93,8 +93,9 @@ export class AnswerRelay {
         route: exchange.route.name,
         stream,
         // An answer relayed as it comes keeps the key's limits set when it was decided, and the gateway's
-        // Cache-Control, whatever the upstream says of its own.
+        // Cache-Control, whatever the upstream says of its own; its cache fields for CDNs are dropped.
         answerHeaders: answerHeadersOf(response),
+        privateAnswer: true,
       },
       (error) => replies.failReply(exchange, error),
       (statusCode, headers) => this.#takeOver(exchange, statusCode, headers),

@@ -1,7 +1,7 @@
 import { GATEWAY_RATE_LIMIT_FIELDS, hasGatewayRateLimit } from '../http/rate-limit-headers.ts';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { GatewayError } from '../errors/gateway-error.ts';
-import { isEndToEndResponseHeader } from '../proxy/upstream-headers.ts';
+import { isEndToEndResponseHeader, isIntermediaryCacheField } from '../proxy/upstream-headers.ts';
 import { inspectAnswerBytes, type AnswerRules } from './answer-inspection.ts';
 import { answerTypeOf } from './media-type.ts';
 
@@ -43,13 +43,16 @@ export function hasNoBody(statusCode: number, headers: IncomingHttpHeaders): boo
  */
 export const MCP_ANSWER_CACHE_CONTROL = 'no-store, no-transform';
 
-/** The upstream's status and end-to-end headers on the client's response, with the request id and the gateway's `Cache-Control`. */
+/**
+ * The upstream's status and end-to-end headers on the client's response, with the request id
+ * and the gateway's `Cache-Control`; the upstream's cache fields for CDNs (`CDN-Cache-Control`, …) dropped.
+ */
 export function writeAnswerHead(response: ServerResponse, statusCode: number, headers: IncomingHttpHeaders, requestId: string): void {
   response.statusCode = statusCode;
   // A limited key's answer tells the gateway's limits; the upstream's fields of those names would contradict them.
   const owned = hasGatewayRateLimit(response) ? GATEWAY_RATE_LIMIT_FIELDS : undefined;
   for (const name in headers) {
-    if (isEndToEndResponseHeader(name, headers.connection) && owned?.has(name) !== true) response.setHeader(name, headers[name]!);
+    if (isEndToEndResponseHeader(name, headers.connection) && owned?.has(name) !== true && !isIntermediaryCacheField(name)) response.setHeader(name, headers[name]!);
   }
   response.setHeader('cache-control', MCP_ANSWER_CACHE_CONTROL);
   response.setHeader('x-request-id', requestId);

@@ -131,15 +131,16 @@ export function upstreamHeaderRewriter(options: UpstreamHeaderOptions): (headers
  * The upstream's response headers for `writeHead`, as a flat list: hop-by-hop ones and those
  * its `Connection` names are dropped (Node frames the client's response itself), the gateway's
  * `own` fields (flat: a limited key's RateLimit) replace the upstream's of those names, and the
- * gateway's request id is set.
+ * gateway's request id is set. A `privateAnswer` (an MCP path's) loses the cache fields for intermediaries too.
  */
-export function clientResponseHeaders(headers: IncomingHttpHeaders, requestId: string, own?: readonly string[]): string[] {
+export function clientResponseHeaders(headers: IncomingHttpHeaders, requestId: string, own?: readonly string[], privateAnswer = false): string[] {
   const named = connectionNamed(headers.connection);
   const ownNames = own === undefined ? undefined : namesOf(own);
   const out: string[] = [];
   for (const name in headers) {
     const value = headers[name];
     if (value === undefined || DROPPED_RESPONSE_HEADERS.has(name) || named?.has(name) || ownNames?.includes(name) === true) continue;
+    if (privateAnswer && isIntermediaryCacheField(name)) continue;
     if (typeof value === 'string') out.push(name, value);
     else for (const each of value) out.push(name, each);
   }
@@ -151,6 +152,19 @@ export function clientResponseHeaders(headers: IncomingHttpHeaders, requestId: s
 /** The names of a flat `[name, value, …]` list. */
 export function namesOf(fields: readonly string[]): string[] {
   return fields.filter((_, index) => index % 2 === 0);
+}
+
+/**
+ * Cache fields that only intermediaries read, each overriding `Cache-Control` where it is
+ * read: `CDN-Cache-Control` (RFC 9213) and a CDN's own `<name>-CDN-Cache-Control`
+ * (`Cloudflare-CDN-Cache-Control`), `Surrogate-Control`, Akamai's `Edge-Control` and nginx's
+ * `X-Accel-Expires`. On an answer for one key alone they would let a CDN share it all the same.
+ */
+const INTERMEDIARY_CACHE_FIELD = /^(?:(?:[!#$%&'*+.^_`|~0-9a-z-]+-)?cdn-cache-control|surrogate-control|edge-control|x-accel-expires)$/;
+
+/** True for a response field that tells intermediaries how to cache (see `INTERMEDIARY_CACHE_FIELD`); `name` in lower case. */
+export function isIntermediaryCacheField(name: string): boolean {
+  return INTERMEDIARY_CACHE_FIELD.test(name);
 }
 
 /** True for a response header that is passed on to the client (see `clientResponseHeaders`). */

@@ -67,6 +67,8 @@ export class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
   principal: Principal | null | undefined = undefined;
   /** Response fields of the gateway's own, flat (`UpstreamRequest.answerHeaders`). */
   owned: readonly string[] | undefined = undefined;
+  /** `UpstreamRequest.privateAnswer`. */
+  privateAnswer = false;
   // AwaitingHeaders: linked into the upstream's deadlines until the response headers arrive.
   since = 0;
   previous: AwaitingHeaders | undefined = undefined;
@@ -142,7 +144,7 @@ export class Relay implements Dispatcher.DispatchHandler, AwaitingHeaders {
       return;
     }
     if (this.principal !== undefined && isEventStream(headers['content-type']) && !this.upstream.bookLateStream(this, controller)) return;
-    this.response.writeHead(statusCode, clientResponseHeaders(headers, this.requestId, this.owned));
+    this.response.writeHead(statusCode, clientResponseHeaders(headers, this.requestId, this.owned, this.privateAnswer));
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {

@@ -50,6 +50,8 @@ export interface UpstreamRequest {
   principal?: Principal | null;
   /** Response fields of the gateway's own (a limited key's RateLimit), flat `[name, value, …]`: sent instead of the upstream's of these names. */
   answerHeaders?: readonly string[] | undefined;
+  /** An answer for this credential alone (an MCP path): the upstream's cache fields for intermediaries (`CDN-Cache-Control`, …) are dropped. */
+  privateAnswer?: boolean;
 }
 
 /** Connections for ordinary requests, and for streams, unless configured. */
@@ -108,6 +110,7 @@ export class Upstream implements RelayHost {
     if (request.body instanceof Readable) relay.requestBody = request.body;
     if (request.stream !== true) relay.principal = request.principal;
     relay.owned = request.answerHeaders;
+    relay.privateAnswer = request.privateAnswer === true;
     relay.watchClient();
     this.#deadlines.start(relay, relay.started);
     (request.stream === true ? this.#streamPool : this.#pool).dispatch(

@@ -10,6 +10,14 @@ import { initialize, postRpc, startMcpStack, type McpStack } from '../support/mc
 // example platform behind a shim that marks every one of its answers public.
 
 const PUBLIC = 'public, max-age=300';
+/** What the upstream says to CDNs (RFC 9213 and the CDNs' own fields): each would let one share an answer all the same. */
+const FOR_CDNS = {
+  'CDN-Cache-Control': PUBLIC,
+  'Cloudflare-CDN-Cache-Control': 'max-age=300',
+  'Surrogate-Control': 'max-age=300',
+  'Edge-Control': 'cache-maxage=300s',
+  'X-Accel-Expires': '300',
+};
 const AGENT_TOOLS = ['get_agent_status', 'list_agents'];
 const LEGACY_PATHS = { legacySsePath: '/sse', legacyMessagesPath: '/messages' };
 const LEGACY_ENV = { MCP_SSE_PATH: '/sse', MCP_MESSAGES_PATH: '/messages' };
@@ -30,7 +38,7 @@ const LEGACY_SSE: ClientMode = { label: '1.x over legacy HTTP+SSE', sdk: 'v1', t
 function behindShim(sdk: 'v1' | 'v2'): { stack: McpStack; shim: LoopbackForwarder; urls: McpUrls; key: string } {
   const parts = {} as { stack: McpStack; shim: LoopbackForwarder; urls: McpUrls; key: string };
   beforeAll(async () => {
-    parts.shim = await startAnswerHeaderShim({ 'Cache-Control': PUBLIC });
+    parts.shim = await startAnswerHeaderShim({ 'Cache-Control': PUBLIC, ...FOR_CDNS });
     const upstream = { UPSTREAM_URL: parts.shim.url };
     parts.stack = sdk === 'v1' ? await startMcpStack(LEGACY_PATHS, { ...LEGACY_ENV, ...upstream }) : await startMcpStack({ sdk }, upstream);
     parts.shim.forwardTo(parts.stack.platform.url);
@@ -54,6 +62,11 @@ async function checkRevision(behind: ReturnType<typeof behindShim>, mode: Client
   }
 }
 
+/** None of the upstream's cache fields for CDNs went out. */
+function expectNoCdnFields(headers: Headers): void {
+  for (const name of Object.keys(FOR_CDNS)) expect(headers.get(name), name).toBeNull();
+}
+
 const isToolsList = (message: unknown) => (message as { method?: unknown } | undefined)?.method === 'tools/list';
 
 /** Lists and calls through `client`; then every answer it had came with the gateway's Cache-Control, none with the upstream's. */
@@ -67,6 +80,7 @@ async function expectNoAnswerShareable(client: GenerationClient, shim: LoopbackF
   expect(relayed.length).toBeGreaterThan(0);
   for (const exchange of relayed) {
     expect(exchange.headers.get('cache-control'), `${exchange.method} ${exchange.url} (${exchange.status})`).toBe('no-store, no-transform');
+    expectNoCdnFields(exchange.headers);
   }
   const listed = client.wire.findLast((exchange) => isToolsList(exchange.message));
   if (client.mode.transport === 'streamable') {
@@ -92,6 +106,7 @@ describe('MCP answers are never shared-cacheable, whatever the upstream sends', 
       const opened = await postRpc(stack.mcpUrl, initialize(), { key });
       expect(opened.status).toBe(200);
       expect(opened.headers.get('cache-control')).toBe('no-store, no-transform');
+      expectNoCdnFields(opened.headers);
       const sessionId = opened.headers.get('mcp-session-id')!;
       const before = shim.answered();
       const accepted = await postRpc(stack.mcpUrl, { jsonrpc: '2.0', method: 'notifications/initialized' }, { key, sessionId });
@@ -99,6 +114,7 @@ describe('MCP answers are never shared-cacheable, whatever the upstream sends', 
       expect(accepted.text).toBe('');
       expect(shim.answered()).toBe(before + 1);
       expect(accepted.headers.get('cache-control')).toBe('no-store, no-transform');
+      expectNoCdnFields(accepted.headers);
     });
   });
 

@@ -63,7 +63,7 @@ export class FakeUpstream {
     const take = inspect?.(statusCode, headers);
     if (take === undefined) {
       // As the real relay writes an answer passed on as it comes: the gateway's own fields instead of the upstream's.
-      response.writeHead(statusCode, clientResponseHeaders(headers, requestId, request.answerHeaders));
+      response.writeHead(statusCode, clientResponseHeaders(headers, requestId, request.answerHeaders, request.privateAnswer));
       body.pipe(response);
     } else if (typeof take === 'function') {
       take({ statusCode, headers, body });
