@@ -25,7 +25,7 @@ const SQLITE_NOTADB = 26;
  * this needs no dependency. The file is never removed: a process that found it gone would lock
  * a new file beside a holder of the old one. Nothing of this process may open and close that
  * file through `fs` while the lock is held: POSIX drops a process's fcntl locks on a file when
- * any of its descriptors on it is closed.
+ * any of its descriptors on it is closed. Nor may the garbage collector close it (pinUntilReleased).
  *
  * Returns the release function.
  */
@@ -36,12 +36,27 @@ export function lockDataDir(dir: string): () => void {
   const db = holdLock(dir, path);
   // Held now, so the pid file of an earlier build is stale whatever pid it names.
   rmSync(join(dir, PID_LOCK_FILE), { force: true });
+  const pin = pinUntilReleased(db);
   let released = false;
   return () => {
     if (released) return;
     released = true;
+    clearInterval(pin);
     db.close();
   };
+}
+
+/**
+ * A `DatabaseSync` closes itself when it is garbage-collected, so a lock reachable only from
+ * its store would end with no `release()` whenever the store became unreachable (a process
+ * that keeps working without it, or a holder that only waits): a second gateway could then
+ * start beside connections of this process not yet collected. An unref'd timer holds it (the
+ * timer list keeps what it calls) without keeping the process alive: the lock ends at
+ * `release()` or with the process, never earlier.
+ */
+function pinUntilReleased(db: DatabaseSync): NodeJS.Timeout {
+  // The longest interval Node keeps as given (a longer one becomes 1 ms).
+  return setInterval(() => db, 2 ** 31 - 1).unref();
 }
 
 /** `BEGIN EXCLUSIVE` on the lock's file, in exclusive locking mode: held until the connection closes. */

@@ -46,6 +46,23 @@ describe('one process per DATA_DIR, by an operating-system lock', { timeout: 60_
     expect(readFileSync('/proc/locks', 'utf8')).toMatch(new RegExp(`POSIX\\s+ADVISORY\\s+WRITE\\s+\\d+\\s+\\S+:${inode} `));
   });
 
+  it('is held until release, not until its store is garbage-collected', async () => {
+    // A DatabaseSync closes itself when collected: the holder drops its store unclosed and waits
+    // until the collector has taken it, then says done.
+    const dropper = `
+${IMPORT_OPEN_STORE}
+let collected = false;
+const registry = new FinalizationRegistry(() => { collected = true; });
+registry.register(await openStore({ dataDir: process.env.DATA_DIR }), 'store');
+while (!collected) { globalThis.gc(); await new Promise((resolve) => setImmediate(resolve)); }
+process.stdout.write('done\\n');
+setInterval(() => {}, 60_000);
+`;
+    const dir = dataDir();
+    children.push(await runStoreScript(dir, dropper, ['--expose-gc']));
+    await expect(openStore({ dataDir: dir })).rejects.toThrow(`${dir} is in use by another process`);
+  });
+
   it('refuses a second opening within the same process while the first holds it', async () => {
     const dir = dataDir();
     const first = await openStore({ dataDir: dir });

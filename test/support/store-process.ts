@@ -8,10 +8,11 @@ export const IMPORT_OPEN_STORE = `import { openStore } from ${JSON.stringify(pat
 
 /**
  * Runs `script` (an ES module) as a process of its own with DATA_DIR set, and resolves once it
- * wrote `done` on a line: it then holds whatever it opened until it is killed.
+ * wrote `done` on a line: it then holds whatever it opened until it is killed. `nodeFlags`: Node's
+ * own (`--expose-gc`).
  */
-export async function runStoreScript(dataDir: string, script: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+export async function runStoreScript(dataDir: string, script: string, nodeFlags: string[] = []): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [...nodeFlags, '--input-type=module', '-e', script], {
     env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
