@@ -235,14 +235,15 @@ for (const storeUnderTest of STORES) {
         expectProblem(answer, 404, 'not_found');
       }
       // Targets fetch would normalise, sent as they are: an empty id or `..` names no session; a path that another
-      // parser could read as the live session's is refused before any handler.
+      // parser could read as the live session's names no endpoint exactly, so under the gateway's reserved paths it
+      // is 404 (docs/security.md, "Reserved paths"), never the live session's end.
       const port = Number(new URL(gateway.url).port);
       for (const [path, status, code] of [
         [`${SESSIONS}/`, 404, 'not_found'],
         [`${SESSIONS}/..`, 404, 'not_found'],
-        [`${SESSIONS}/../sessions/${jti(live)}`, 400, 'ambiguous_path'],
-        [`${SESSIONS}/./${jti(live)}`, 400, 'ambiguous_path'],
-        [`${SESSIONS}//${jti(live)}`, 400, 'ambiguous_path'],
+        [`${SESSIONS}/../sessions/${jti(live)}`, 404, 'not_found'],
+        [`${SESSIONS}/./${jti(live)}`, 404, 'not_found'],
+        [`${SESSIONS}//${jti(live)}`, 404, 'not_found'],
       ] as const) {
         const answer = await rawRequest(port, `DELETE ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${mine}\r\nConnection: close\r\n\r\n`);
         expect(answer.status, `${path}: ${answer.raw}`).toBe(status);
