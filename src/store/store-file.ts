@@ -1,6 +1,7 @@
-import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { syncPath } from './sync-path.ts';
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 /** The database header's length (https://www.sqlite.org/fileformat.html#the_database_header). */
@@ -90,15 +91,6 @@ export function createStoreFile(file: string): void {
   syncPath(partial);
   renameSync(partial, file);
   syncPath(dirname(file));
-}
-
-function syncPath(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 function sizeOf(path: string): number | undefined {

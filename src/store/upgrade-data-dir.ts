@@ -1,9 +1,10 @@
-import { closeSync, cpSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { EMBEDDED_STORE_FILE, openEmbeddedSnapshot, openEmbeddedStore } from './embedded.ts';
 import { holdsPgliteStore, lockPgliteStore, PGLITE_BACKUP_DIR, PgliteLockedError, PGLITE_DIR, UPGRADE_COMMAND } from './pglite-data-dir.ts';
 import type { StoreData } from './store.ts';
+import { syncPath } from './sync-path.ts';
 
 /** Where the conversion works, inside DATA_DIR (the same filesystem, so the swap is a rename). */
 const WORK_DIR = '.store-upgrade';
@@ -108,16 +109,7 @@ function swapIn(dir: string, from: string, backup: string): void {
   const wal = `${EMBEDDED_STORE_FILE}-wal`;
   if (existsSync(join(from, wal))) renameSync(join(from, wal), join(dir, wal));
   renameSync(join(from, EMBEDDED_STORE_FILE), join(dir, EMBEDDED_STORE_FILE));
-  syncDirectory(dir);
+  syncPath(dir);
   renameSync(join(dir, PGLITE_DIR), backup);
-  syncDirectory(dir);
-}
-
-function syncDirectory(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
+  syncPath(dir);
 }
